@@ -1,0 +1,64 @@
+// RunResult: how a run ended, what it printed, what it used.
+//
+//   smolbox::RunResult r = backend->Run(spec);
+//   std::cout << smolbox::ToJson(r).dump(2);
+//   return smolbox::CliExitCode(r);   // 124 on timeout, 128+N on a kill, ...
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+namespace smolbox {
+
+enum class Status {
+  kExited,
+  kSignaled,
+  kTimeout,
+  kCpuLimit,
+  kMemoryLimit,
+  kOutputLimit,
+  kViolation,  // killed by the seccomp policy
+  kSetupError,
+  kInternalError,
+};
+
+struct Usage {
+  int64_t wall_ms = 0;
+  int64_t cpu_ms = 0;
+  int64_t peak_memory_bytes = 0;
+};
+
+struct Timings {
+  int64_t setup_ms = 0;
+  int64_t run_ms = 0;
+  int64_t teardown_ms = 0;
+};
+
+struct RunResult {
+  Status status = Status::kInternalError;
+  int exit_code = -1;  // set when status is kExited
+  int signal = 0;      // the signal that ended the workload, if one did
+  std::string stdout_data;
+  std::string stderr_data;
+  bool stdout_truncated = false;
+  bool stderr_truncated = false;
+  Usage usage;
+  std::vector<std::string> limits_hit;  // "pids", "storage", "files"
+  Timings timings;
+  std::string backend;    // "ns" or "vm"
+  std::string isolation;  // "namespaces", "kvm" or "tcg"
+  std::vector<std::string> warnings;
+  std::string error;  // for setup_error and internal_error: what failed
+
+  void Warn(std::string text) { warnings.push_back(std::move(text)); }
+};
+
+std::string ToString(Status status);
+nlohmann::json ToJson(const RunResult& result);
+// Exit code of `smolbox run` for this result, after timeout(1) and docker.
+int CliExitCode(const RunResult& result);
+
+}  // namespace smolbox

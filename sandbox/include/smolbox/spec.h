@@ -1,0 +1,75 @@
+// RunSpec: what to run, in what, under which limits.
+//
+//   auto spec = smolbox::ParseRunSpec(R"({"argv": ["/usr/bin/python3", "-c", "print(1)"],
+//                                          "limits": {"timeout_ms": 1000}})");
+//   if (!spec) { fmt::print("{}\n", spec.error().ToString()); return 125; }
+//   if (auto ok = smolbox::ValidateRunSpec(*spec); !ok) { ... }
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "smolbox/error.h"
+
+namespace smolbox {
+
+enum class BackendKind { kAuto, kNs, kVm };
+enum class UserKind { kSandbox, kRoot };
+enum class NetworkMode { kNone };
+
+struct Limits {
+  int64_t timeout_ms = 30000;
+  std::optional<int64_t> cpu_ms;  // unset: only the wall timeout bounds CPU
+  int64_t memory_mib = 512;
+  double cpus = 1.0;
+  int64_t pids = 64;
+  int64_t storage_mib = 128;
+  int64_t output_bytes = 1 << 20;  // per stream
+  int64_t files = 256;             // open file descriptors (RLIMIT_NOFILE)
+};
+
+struct Mount {
+  std::string source;  // host path
+  std::string target;  // absolute path inside the sandbox
+  bool read_only = false;
+};
+
+struct RunSpec {
+  BackendKind backend = BackendKind::kAuto;
+  std::string image = "host";  // "host" or a rootfs directory
+  std::vector<std::string> argv;
+  std::optional<std::string> stdin_data;  // bytes fed to the workload's stdin
+  std::optional<std::string> stdin_file;  // or a host file read at run time
+  std::map<std::string, std::string> env;
+  std::string workdir = "/work";
+  Limits limits;
+  NetworkMode network = NetworkMode::kNone;
+  std::vector<Mount> mounts;
+  UserKind user = UserKind::kSandbox;
+};
+
+// Parses JSON; unknown fields and wrong types are errors naming the field.
+Expected<RunSpec> ParseRunSpec(const std::string& json_text);
+// Checks ranges, paths and combinations; does not touch the host except to stat
+// the image and volume sources.
+Expected<void> ValidateRunSpec(const RunSpec& spec);
+
+std::string ToString(BackendKind kind);
+std::string ToString(UserKind kind);
+Expected<BackendKind> ParseBackendKind(const std::string& name);
+// "HOST:GUEST[:ro|rw]" as docker's -v; rw when the mode is omitted.
+Expected<Mount> ParseVolume(const std::string& text);
+
+// Bounds on each limit, shared by the validator and the CLI's help text.
+inline constexpr int64_t kMaxTimeoutMs = 24LL * 3600 * 1000;
+inline constexpr int64_t kMaxMemoryMiB = 256 * 1024;
+inline constexpr int64_t kMaxPids = 65536;
+inline constexpr int64_t kMaxStorageMiB = 1024 * 1024;
+inline constexpr int64_t kMaxOutputBytes = 1LL << 30;
+inline constexpr int64_t kMaxFiles = 1 << 20;
+inline constexpr double kMaxCpus = 1024;
+
+}  // namespace smolbox
