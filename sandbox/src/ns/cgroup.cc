@@ -1,0 +1,305 @@
+#include "cgroup.h"
+
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include <fmt/format.h>
+
+namespace smolbox::ns {
+namespace {
+
+constexpr int64_t kCpuPeriodUs = 100000;
+
+// What the kernel says about this process's cgroups: where each hierarchy is mounted and
+// where in it we live.
+struct Hierarchies {
+  std::optional<std::string> v2_mount;
+  std::string v2_self;                          // our path in v2
+  std::map<std::string, std::string> v1_mount;  // controller -> mount point
+  std::map<std::string, std::string> v1_self;   // controller -> our path
+};
+
+std::vector<std::string> Split(const std::string& text, char sep) {
+  std::vector<std::string> parts;
+  std::stringstream in(text);
+  for (std::string part; std::getline(in, part, sep);) parts.push_back(part);
+  return parts;
+}
+
+Hierarchies Discover() {
+  Hierarchies h;
+  std::ifstream mountinfo("/proc/self/mountinfo");
+  for (std::string line; std::getline(mountinfo, line);) {
+    auto fields = Split(line, ' ');
+    auto dash = std::find(fields.begin(), fields.end(), "-");
+    if (fields.size() < 5 || dash == fields.end() || dash + 3 >= fields.end() + 1) continue;
+    const std::string& fstype = *(dash + 1);
+    if (fstype == "cgroup2" && !h.v2_mount) h.v2_mount = fields[4];
+    if (fstype == "cgroup" && dash + 3 < fields.end()) {
+      for (const auto& option : Split(*(dash + 3), ',')) h.v1_mount.emplace(option, fields[4]);
+    }
+  }
+  std::ifstream self("/proc/self/cgroup");
+  for (std::string line; std::getline(self, line);) {
+    auto first = line.find(':'), second = line.find(':', first + 1);
+    if (first == std::string::npos || second == std::string::npos) continue;
+    std::string controllers = line.substr(first + 1, second - first - 1);
+    std::string path = line.substr(second + 1);
+    if (path == "/") path.clear();
+    if (controllers.empty()) h.v2_self = path;
+    for (const auto& c : Split(controllers, ',')) h.v1_self[c] = path;
+  }
+  return h;
+}
+
+bool WriteFile(const std::string& path, const std::string& value) {
+  std::ofstream out(path);
+  out << value;
+  out.flush();
+  return static_cast<bool>(out);
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  return buffer.str();
+}
+
+// "key value" lines, as in memory.events, pids.events and cpu.stat.
+std::optional<int64_t> ReadKey(const std::string& path, const std::string& key) {
+  std::ifstream in(path);
+  std::string k;
+  int64_t v = 0;
+  while (in >> k >> v) {
+    if (k == key) return v;
+  }
+  return std::nullopt;
+}
+
+std::optional<int64_t> ReadNumber(const std::string& path) {
+  std::ifstream in(path);
+  int64_t v = 0;
+  if (in >> v) return v;
+  return std::nullopt;
+}
+
+bool HasWord(const std::string& text, const std::string& word) {
+  std::istringstream in(text);
+  for (std::string w; in >> w;) {
+    if (w == word) return true;
+  }
+  return false;
+}
+
+// v2: where runs go. As root, a `smolbox` subtree at the top of the hierarchy, which may hold
+// controllers whatever process layout systemd has; rootless, only a delegated own cgroup.
+std::optional<std::string> V2Base(const Hierarchies& h, const std::vector<std::string>& wanted) {
+  if (!h.v2_mount) return std::nullopt;
+  std::string top = *h.v2_mount;
+  std::string available = ReadFile(top + "/cgroup.controllers");
+  std::string base = geteuid() == 0 ? top + "/smolbox" : top + h.v2_self;
+  if (geteuid() == 0 && mkdir(base.c_str(), 0755) != 0 && errno != EEXIST) return std::nullopt;
+  if (access((base + "/cgroup.subtree_control").c_str(), W_OK) != 0) return std::nullopt;
+  for (const auto& c : wanted) {
+    if (!HasWord(available, c)) continue;
+    if (geteuid() == 0) WriteFile(top + "/cgroup.subtree_control", "+" + c);
+    WriteFile(base + "/cgroup.subtree_control", "+" + c);
+  }
+  return base;
+}
+
+bool V2Enabled(const std::string& base, const std::string& controller) {
+  return HasWord(ReadFile(base + "/cgroup.subtree_control"), controller);
+}
+
+std::string RunName(const std::string& run_id) { return "smolbox-" + run_id; }
+
+bool RemoveDir(const std::string& path) {
+  // rmdir fails with EBUSY until the last exiting task has left; it takes milliseconds.
+  for (int i = 0; i < 100; ++i) {
+    if (rmdir(path.c_str()) == 0 || errno == ENOENT) return true;
+    if (errno != EBUSY) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return false;
+}
+
+void KillDir(const std::string& path, int version) {
+  if (version == 2 && WriteFile(path + "/cgroup.kill", "1")) return;
+  // v1 has no cgroup.kill: repeat until the list stays empty, since a fork may race the scan.
+  for (int round = 0; round < 50; ++round) {
+    std::ifstream procs(path + "/cgroup.procs");
+    bool any = false;
+    for (pid_t pid; procs >> pid;) {
+      kill(pid, SIGKILL);
+      any = true;
+    }
+    if (!any) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+}
+
+}  // namespace
+
+Cgroup Cgroup::Create(const std::string& run_id, const CgroupLimits& limits) {
+  Cgroup cg;
+  Hierarchies h = Discover();
+  std::optional<std::string> v2 = V2Base(h, {"memory", "cpu", "pids"});
+  auto place = [&](const std::string& controller) -> std::optional<Dir> {
+    if (v2 && V2Enabled(*v2, controller)) {
+      std::string path = *v2 + "/" + RunName(run_id);
+      if (mkdir(path.c_str(), 0755) == 0 || errno == EEXIST) return Dir{path, 2};
+    }
+    if (auto mount = h.v1_mount.find(controller); mount != h.v1_mount.end()) {
+      std::string path = mount->second + h.v1_self[controller] + "/" + RunName(run_id);
+      if (mkdir(path.c_str(), 0755) == 0) return Dir{path, 1};
+      cg.problems_.push_back(fmt::format("{}: cannot create a cgroup under {} ({})", controller,
+                                         mount->second, strerror(errno)));
+      return std::nullopt;
+    }
+    cg.problems_.push_back(fmt::format("{}: no writable cgroup v2 subtree or v1 hierarchy", controller));
+    return std::nullopt;
+  };
+  cg.memory_ = place("memory");
+  cg.cpu_ = place("cpu");
+  cg.pids_ = place("pids");
+  if (cg.cpu_ && cg.cpu_->version == 2) cg.cpuacct_ = cg.cpu_;
+  else if (auto acct = h.v1_mount.find("cpuacct"); acct != h.v1_mount.end()) {
+    std::string path = acct->second + h.v1_self["cpuacct"] + "/" + RunName(run_id);
+    if (path == (cg.cpu_ ? cg.cpu_->path : "") || mkdir(path.c_str(), 0755) == 0 || errno == EEXIST) {
+      cg.cpuacct_ = Dir{path, 1};
+    }
+  }
+  cg.ApplyLimits(limits);
+  return cg;
+}
+
+Cgroup::Cgroup(Cgroup&& other) noexcept
+    : memory_(std::move(other.memory_)),
+      cpu_(std::move(other.cpu_)),
+      cpuacct_(std::move(other.cpuacct_)),
+      pids_(std::move(other.pids_)),
+      problems_(std::move(other.problems_)) {
+  other.memory_.reset();
+  other.cpu_.reset();
+  other.cpuacct_.reset();
+  other.pids_.reset();
+}
+
+Cgroup::~Cgroup() { Destroy(); }
+
+void Cgroup::ApplyLimits(const CgroupLimits& limits) {
+  auto fail = [this](const std::string& what) {
+    problems_.push_back(fmt::format("could not set {} ({})", what, strerror(errno)));
+  };
+  if (memory_ && memory_->version == 2) {
+    if (!WriteFile(memory_->path + "/memory.max", std::to_string(limits.memory_bytes))) fail("memory.max");
+    WriteFile(memory_->path + "/memory.swap.max", "0");  // absent without swap accounting
+  } else if (memory_) {
+    const std::string& p = memory_->path;
+    if (!WriteFile(p + "/memory.limit_in_bytes", std::to_string(limits.memory_bytes))) fail("memory.limit_in_bytes");
+    // memsw is memory plus swap: equal to the memory limit means no swap at all.
+    WriteFile(p + "/memory.memsw.limit_in_bytes", std::to_string(limits.memory_bytes));
+    WriteFile(p + "/memory.swappiness", "0");
+  }
+  int64_t quota = std::max<int64_t>(1000, std::llround(limits.cpus * kCpuPeriodUs));
+  if (cpu_ && cpu_->version == 2) {
+    if (!WriteFile(cpu_->path + "/cpu.max", fmt::format("{} {}", quota, kCpuPeriodUs))) fail("cpu.max");
+  } else if (cpu_) {
+    WriteFile(cpu_->path + "/cpu.cfs_period_us", std::to_string(kCpuPeriodUs));
+    if (!WriteFile(cpu_->path + "/cpu.cfs_quota_us", std::to_string(quota))) fail("cpu.cfs_quota_us");
+  }
+  if (pids_ && !WriteFile(pids_->path + "/pids.max", std::to_string(limits.pids))) fail("pids.max");
+}
+
+std::string Cgroup::Describe() const {
+  auto one = [](const char* name, const std::optional<Dir>& d) {
+    return d ? fmt::format("{}=v{}", name, d->version) : fmt::format("{}=none", name);
+  };
+  return fmt::format("{} {} {}", one("memory", memory_), one("cpu", cpu_), one("pids", pids_));
+}
+
+Expected<void> Cgroup::AddProcess(pid_t pid) {
+  std::set<std::string> done;
+  for (const auto* d : {&memory_, &cpu_, &cpuacct_, &pids_}) {
+    if (!*d || !done.insert((*d)->path).second) continue;
+    if (!WriteFile((*d)->path + "/cgroup.procs", std::to_string(pid))) {
+      return std::unexpected(Error::Sys("write " + (*d)->path + "/cgroup.procs"));
+    }
+  }
+  return {};
+}
+
+std::optional<int64_t> Cgroup::CpuUsageMs() const {
+  if (!cpuacct_) return std::nullopt;
+  if (cpuacct_->version == 2) {
+    auto usec = ReadKey(cpuacct_->path + "/cpu.stat", "usage_usec");
+    if (usec) return *usec / 1000;
+    return std::nullopt;
+  }
+  auto nsec = ReadNumber(cpuacct_->path + "/cpuacct.usage");
+  if (nsec) return *nsec / 1000000;
+  return std::nullopt;
+}
+
+int64_t Cgroup::OomKills() const {
+  if (!memory_) return 0;
+  std::string file = memory_->version == 2 ? "/memory.events" : "/memory.oom_control";
+  return ReadKey(memory_->path + file, "oom_kill").value_or(0);
+}
+
+int64_t Cgroup::PeakMemoryBytes() const {
+  if (!memory_) return 0;
+  std::string file = memory_->version == 2 ? "/memory.peak" : "/memory.max_usage_in_bytes";
+  return ReadNumber(memory_->path + file).value_or(0);
+}
+
+bool Cgroup::PidsLimitHit() const {
+  return pids_ && ReadKey(pids_->path + "/pids.events", "max").value_or(0) > 0;
+}
+
+void Cgroup::KillAll() const {
+  std::set<std::string> done;
+  for (const auto* d : {&pids_, &memory_, &cpu_, &cpuacct_}) {
+    if (*d && done.insert((*d)->path).second) KillDir((*d)->path, (*d)->version);
+  }
+}
+
+void Cgroup::Destroy() {
+  KillAll();
+  std::set<std::string> done;
+  for (auto* d : {&memory_, &cpu_, &cpuacct_, &pids_}) {
+    if (*d && done.insert((*d)->path).second) RemoveDir((*d)->path);
+    d->reset();
+  }
+}
+
+void RemoveStaleCgroups(const std::string& run_id) {
+  Hierarchies h = Discover();
+  std::vector<std::pair<std::string, int>> candidates;
+  if (h.v2_mount) {
+    candidates.emplace_back(*h.v2_mount + "/smolbox/" + RunName(run_id), 2);
+    candidates.emplace_back(*h.v2_mount + h.v2_self + "/" + RunName(run_id), 2);
+  }
+  for (const auto& [controller, mount] : h.v1_mount) {
+    candidates.emplace_back(mount + h.v1_self[controller] + "/" + RunName(run_id), 1);
+  }
+  for (const auto& [path, version] : candidates) {
+    struct stat st{};
+    if (stat(path.c_str(), &st) != 0) continue;
+    KillDir(path, version);
+    RemoveDir(path);
+  }
+}
+
+}  // namespace smolbox::ns

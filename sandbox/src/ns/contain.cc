@@ -1,0 +1,211 @@
+#include "contain.h"
+
+#include <fcntl.h>
+#include <linux/capability.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <grp.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cstring>
+
+#include "net.h"
+#include "storage.h"
+
+#define SMOLBOX_TRY(expr)                                    \
+  do {                                                       \
+    if (auto _result = (expr); !_result) return std::unexpected(_result.error()); \
+  } while (0)
+
+namespace smolbox::ns {
+namespace {
+
+constexpr int kAgentChannelFd = 3;
+
+Expected<void> DieWithParent() {
+  // The agent inherits this; if the runtime is killed, the agent dies, and with it, as the
+  // pid namespace's init, every process in the sandbox.
+  if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) return std::unexpected(Error::Sys("prctl PR_SET_PDEATHSIG"));
+  return {};
+}
+
+Expected<void> AwaitGo(int channel) {
+  auto message = channel::ReadMessage(channel);
+  if (!message) return std::unexpected(message.error());
+  if (!*message || (*message)->Type() != "go") {
+    return std::unexpected(Error{"await runtime", "the runtime went away during setup", 0});
+  }
+  return {};
+}
+
+Expected<void> BecomeSetupRoot(const Identity& id) {
+  if (!id.setup_becomes_root) return {};
+  if (setgroups(0, nullptr) != 0) return std::unexpected(Error::Sys("setgroups"));
+  if (setresgid(0, 0, 0) != 0) return std::unexpected(Error::Sys("setresgid 0"));
+  if (setresuid(0, 0, 0) != 0) return std::unexpected(Error::Sys("setresuid 0"));
+  return {};
+}
+
+Expected<void> EnterCgroupNamespace() {
+  // Only now, after the runtime moved us into our cgroup, so that it becomes the namespace's root.
+  if (unshare(CLONE_NEWCGROUP) != 0) return std::unexpected(Error::Sys("unshare CLONE_NEWCGROUP"));
+  return {};
+}
+
+Expected<void> MakeMountsPrivate() {
+  // Nothing we mount may propagate back to the host's mount namespace.
+  if (mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) {
+    return std::unexpected(Error::Sys("mount --make-rprivate /"));
+  }
+  return {};
+}
+
+Expected<void> PrepareTmpfsStorage(ContainPlan& plan) {
+  if (plan.tmpfs_storage_mountpoint.empty()) return {};
+  const std::string& at = plan.tmpfs_storage_mountpoint;
+  std::string options = TmpfsStorageOptions(plan.storage_mib, plan.identity.uid, plan.identity.gid);
+  if (mount("tmpfs", at.c_str(), "tmpfs", MS_NOSUID | MS_NODEV, options.c_str()) != 0) {
+    return std::unexpected(Error::Sys("mount tmpfs storage on " + at));
+  }
+  int fd = open(at.c_str(), O_DIRECTORY | O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return std::unexpected(Error::Sys("open " + at));
+  plan.root.storage_fd = fd;
+  SMOLBOX_TRY(SendWithFd(plan.channel_fd, channel::Message{{{"type", "storage"}}, ""}, fd));
+  return AwaitGo(plan.channel_fd);
+}
+
+Expected<void> SetHostname() {
+  static constexpr char kName[] = "sandbox";
+  if (sethostname(kName, sizeof kName - 1) != 0) return std::unexpected(Error::Sys("sethostname"));
+  if (setdomainname("", 0) != 0) return std::unexpected(Error::Sys("setdomainname"));
+  return {};
+}
+
+Expected<void> LimitBoundingSet() {
+  // The agent keeps only what it needs to start workloads as another uid and to kill them;
+  // it drops even these for the workload itself.
+  int last = 63;
+  for (int cap = 0; cap <= last; ++cap) {
+    if (cap == CAP_SETUID || cap == CAP_SETGID || cap == CAP_SETPCAP || cap == CAP_KILL) continue;
+    if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0) {
+      if (errno == EINVAL) break;  // past the kernel's last capability
+      // Rootless with a non-zero uid the setup holds no CAP_SETPCAP; the agent then holds no
+      // capabilities at all, which is stricter still.
+      if (errno == EPERM) return {};
+      return std::unexpected(Error::Sys("prctl PR_CAPBSET_DROP"));
+    }
+  }
+  return {};
+}
+
+Expected<void> ExecAgent(const ContainPlan& plan) {
+  int null_fd = open("/dev/null", O_RDWR | O_CLOEXEC);
+  if (null_fd < 0) return std::unexpected(Error::Sys("open /dev/null"));
+  for (int fd = 0; fd <= 2; ++fd) {
+    if (dup2(null_fd, fd) < 0) return std::unexpected(Error::Sys("dup2 /dev/null"));
+  }
+  if (dup2(plan.channel_fd, kAgentChannelFd) < 0) return std::unexpected(Error::Sys("dup2 channel"));
+  // Every other descriptor, the runtime's storage and volume handles included, closes at exec.
+  if (syscall(SYS_close_range, kAgentChannelFd + 1, ~0U, CLOSE_RANGE_CLOEXEC) != 0) {
+    return std::unexpected(Error::Sys("close_range"));
+  }
+  const char* argv[] = {"smolbox-agent", "--channel-fd", "3", nullptr};
+  const char* envp[] = {nullptr};
+  syscall(SYS_execveat, plan.agent_fd, "", argv, envp, AT_EMPTY_PATH);
+  return std::unexpected(Error::Sys("execveat smolbox-agent"));
+}
+
+Expected<void> Contain(ContainPlan& plan) {
+  SMOLBOX_TRY(AwaitGo(plan.channel_fd));  // id maps written, cgroup joined
+  SMOLBOX_TRY(BecomeSetupRoot(plan.identity));
+  SMOLBOX_TRY(DieWithParent());  // after the uid change, which clears it
+  SMOLBOX_TRY(EnterCgroupNamespace());
+  SMOLBOX_TRY(MakeMountsPrivate());
+  SMOLBOX_TRY(PrepareTmpfsStorage(plan));
+  SMOLBOX_TRY(BuildRoot(plan.root));
+  SMOLBOX_TRY(SetHostname());
+  SMOLBOX_TRY(BringUpLoopback());
+  SMOLBOX_TRY(PivotInto(plan.root.newroot));
+  SMOLBOX_TRY(LimitBoundingSet());
+  return ExecAgent(plan);
+}
+
+}  // namespace
+
+void ContainAndExecAgent(ContainPlan plan) {
+  // Until the runtime's "go", our own parent-death guard is the channel: a dead runtime
+  // closes it and AwaitGo fails.
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  auto ok = Contain(plan);
+  const Error& e = ok.error();
+  channel::WriteMessage(plan.channel_fd,
+                        channel::Message{{{"type", "setup_error"}, {"where", e.where}, {"what", e.what},
+                                          {"errno", e.errnum}},
+                                         ""});
+  _exit(125);
+}
+
+Expected<void> SendWithFd(int socket, const channel::Message& message, int fd) {
+  std::string frame = channel::Encode(message);
+  iovec iov{frame.data(), frame.size()};
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control;
+  msg.msg_controllen = sizeof control;
+  cmsghdr* cmsg = CMSG_FIRSTHDR(&msg);
+  cmsg->cmsg_level = SOL_SOCKET;
+  cmsg->cmsg_type = SCM_RIGHTS;
+  cmsg->cmsg_len = CMSG_LEN(sizeof(int));
+  std::memcpy(CMSG_DATA(cmsg), &fd, sizeof(int));
+  if (sendmsg(socket, &msg, MSG_NOSIGNAL) != static_cast<ssize_t>(frame.size())) {
+    return std::unexpected(Error::Sys("sendmsg with fd"));
+  }
+  return {};
+}
+
+Expected<std::pair<channel::Message, UniqueFd>> ReceiveWithFd(int socket) {
+  // The descriptor rides on the frame's first bytes; read the length prefix with recvmsg.
+  char prefix[4];
+  iovec iov{prefix, sizeof prefix};
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control;
+  msg.msg_controllen = sizeof control;
+  ssize_t n = recvmsg(socket, &msg, MSG_WAITALL | MSG_CMSG_CLOEXEC);
+  if (n != sizeof prefix) return std::unexpected(Error{"recvmsg", "the sandbox's setup went away", errno});
+  UniqueFd received;
+  for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
+    if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
+      int fd = -1;
+      std::memcpy(&fd, CMSG_DATA(c), sizeof fd);
+      received.Reset(fd);
+    }
+  }
+  uint32_t body_len = 0;
+  for (int i = 3; i >= 0; --i) body_len = (body_len << 8) | static_cast<unsigned char>(prefix[i]);
+  if (body_len > 1 << 20) return std::unexpected(Error{"setup message", "frame too large", 0});
+  // Read exactly this frame: the next one belongs to the agent's own reader.
+  std::string frame(prefix, sizeof prefix);
+  frame.resize(sizeof prefix + body_len);
+  for (size_t done = sizeof prefix; done < frame.size();) {
+    ssize_t got = read(socket, frame.data() + done, frame.size() - done);
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) return std::unexpected(Error::Sys("read setup message"));
+    done += static_cast<size_t>(got);
+  }
+  channel::FrameReader reader;
+  reader.Feed(frame.data(), frame.size());
+  auto message = reader.Next();
+  if (!message) return std::unexpected(message.error());
+  return std::pair{std::move(**message), std::move(received)};
+}
+
+}  // namespace smolbox::ns

@@ -1,0 +1,37 @@
+// The sandbox's setup, run by the runtime's cloned child inside its new namespaces: one ordered
+// checklist that ends in execve of the agent, or in a setup_error sent to the runtime.
+//
+// Protocol with the runtime over the channel, before the agent speaks:
+//   runtime -> child  {"type":"go"}        id maps and cgroup are in place
+//   child -> runtime  {"type":"storage"}   rootless only, with the tmpfs root as SCM_RIGHTS
+//   runtime -> child  {"type":"go"}        rootless only: storage laid out and filled
+//   child -> runtime  {"type":"setup_error", "where":..., "what":..., "errno":...}
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "channel.h"
+#include "mount.h"
+#include "unique_fd.h"
+#include "user.h"
+
+namespace smolbox::ns {
+
+struct ContainPlan {
+  RootPlan root;
+  Identity identity;
+  int channel_fd = -1;
+  int agent_fd = -1;  // a sealed memfd holding smolbox-agent
+  // Rootless: the sandbox mounts its own tmpfs storage here and sends it to the runtime.
+  std::string tmpfs_storage_mountpoint;
+  int64_t storage_mib = 0;
+};
+
+[[noreturn]] void ContainAndExecAgent(ContainPlan plan);
+
+// A channel message with a descriptor attached, and its receiving side.
+Expected<void> SendWithFd(int socket, const channel::Message& message, int fd);
+Expected<std::pair<channel::Message, UniqueFd>> ReceiveWithFd(int socket);
+
+}  // namespace smolbox::ns

@@ -1,0 +1,154 @@
+#include "monitor.h"
+
+#include <poll.h>
+#include <signal.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+
+#include <fmt/format.h>
+
+namespace smolbox::ns {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// The cgroup's CPU time is sampled, and CPU time can be spent on every core at once.
+constexpr int64_t kCpuPollMs = 50;
+constexpr int64_t kCpuSlackMs = 100;
+
+void KillAgent(int pidfd) { syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, nullptr, 0); }
+
+class ExecMonitor {
+ public:
+  ExecMonitor(int channel, int pidfd, const ExecRequest& request, const Cgroup& cgroup)
+      : channel_(channel), pidfd_(pidfd), request_(request), cgroup_(cgroup),
+        backstop_(Clock::now() + std::chrono::milliseconds(request.timeout_ms + kBackstopGraceMs)) {}
+
+  MonitorOutcome Run() {
+    while (!done_) {
+      pollfd fds[2] = {{channel_, POLLIN, 0}, {pidfd_, POLLIN, 0}};
+      int rc = poll(fds, 2, static_cast<int>(NextWakeMs()));
+      if (rc < 0 && errno != EINTR) {
+        Fail(fmt::format("poll: {}", strerror(errno)));
+        break;
+      }
+      if (fds[0].revents) ReadChannel();
+      if (!done_ && (fds[1].revents & POLLIN)) AgentExited();
+      if (!done_) CheckLimits();
+    }
+    return std::move(outcome_);
+  }
+
+ private:
+  int64_t NextWakeMs() const {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(backstop_ - Clock::now()).count();
+    left = std::max<int64_t>(0, left);
+    return request_.cpu_ms > 0 ? std::min(left, kCpuPollMs) : left;
+  }
+
+  void ReadChannel() {
+    char buffer[65536];
+    ssize_t n = read(channel_, buffer, sizeof buffer);
+    if (n < 0 && (errno == EINTR || errno == EAGAIN)) return;
+    if (n <= 0) {
+      AgentExited();
+      return;
+    }
+    reader_.Feed(buffer, static_cast<size_t>(n));
+    for (;;) {
+      auto message = reader_.Next();
+      if (!message) return Broken(message.error().ToString());
+      if (!*message) return;
+      Handle(**message);
+      if (done_) return;
+    }
+  }
+
+  void Handle(const channel::Message& message) {
+    if (message.Type() == "output") return Output(message.header.value("fd", 0), message.tail);
+    if (message.Type() == "exit") {
+      auto report = DecodeExit(message);
+      if (!report) return Broken(report.error().ToString());
+      outcome_.report = *report;
+      done_ = true;
+      return;
+    }
+    Broken(fmt::format("unexpected message type \"{}\" from the agent", message.Type()));
+  }
+
+  void Output(int fd, const std::string& bytes) {
+    bool is_out = fd == 1;
+    std::string& sink = is_out ? outcome_.stdout_data : outcome_.stderr_data;
+    bool& truncated = is_out ? outcome_.stdout_truncated : outcome_.stderr_truncated;
+    auto cap = static_cast<size_t>(request_.output_bytes);
+    size_t room = cap - std::min(cap, sink.size());
+    sink.append(bytes, 0, std::min(room, bytes.size()));
+    if (bytes.size() <= room) return;
+    truncated = true;
+    // The agent caps output itself; more than the cap means it no longer does.
+    outcome_.output_overflow = true;
+    KillAgent(pidfd_);
+  }
+
+  void AgentExited() {
+    // Collect what the agent managed to send before it went.
+    char buffer[65536];
+    ssize_t n;
+    while (!done_ && (n = read(channel_, buffer, sizeof buffer)) > 0) {
+      reader_.Feed(buffer, static_cast<size_t>(n));
+      while (!done_) {
+        auto message = reader_.Next();
+        if (!message || !*message) break;
+        Handle(**message);
+      }
+    }
+    if (!done_) Fail("the agent died without reporting an exit");
+  }
+
+  void CheckLimits() {
+    if (Clock::now() >= backstop_) {
+      outcome_.backstop_fired = true;
+      KillAgent(pidfd_);
+      Fail("the host backstop ended the run at timeout plus grace");
+      return;
+    }
+    if (request_.cpu_ms <= 0) return;
+    auto used = cgroup_.CpuUsageMs();
+    if (used && *used > request_.cpu_ms + kCpuSlackMs) {
+      outcome_.cpu_limit_fired = true;
+      KillAgent(pidfd_);
+      Fail(fmt::format("the sandbox used {} ms of CPU, over the {} ms limit", *used, request_.cpu_ms));
+    }
+  }
+
+  void Broken(const std::string& why) {
+    KillAgent(pidfd_);
+    Fail("agent channel: " + why);
+  }
+
+  void Fail(std::string why) {
+    if (outcome_.error.empty()) outcome_.error = std::move(why);
+    done_ = true;
+  }
+
+  int channel_;
+  int pidfd_;
+  const ExecRequest& request_;
+  const Cgroup& cgroup_;
+  Clock::time_point backstop_;
+  channel::FrameReader reader_;
+  MonitorOutcome outcome_;
+  bool done_ = false;
+};
+
+}  // namespace
+
+MonitorOutcome MonitorExec(int channel, int agent_pidfd, const ExecRequest& request,
+                           const Cgroup& cgroup) {
+  return ExecMonitor(channel, agent_pidfd, request, cgroup).Run();
+}
+
+}  // namespace smolbox::ns

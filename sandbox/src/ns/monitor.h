@@ -1,0 +1,36 @@
+// The runtime's side of a run: one poll loop over the agent's channel and its pidfd, with a
+// deadline recomputed on every pass (after sandbox2's monitor).
+//
+// The agent enforces the wall timeout, output caps and CPU rlimit inside the sandbox. The
+// monitor is the backstop for an agent that cannot: it kills the agent (and so the whole pid
+// namespace) at timeout plus a grace period, caps output again on this side so the runtime's
+// memory stays bounded, and enforces the CPU limit over the whole cgroup.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "cgroup.h"
+#include "exec_protocol.h"
+
+namespace smolbox::ns {
+
+struct MonitorOutcome {
+  std::optional<ExecReport> report;  // the agent's own account, when it gave one
+  std::string stdout_data;
+  std::string stderr_data;
+  bool stdout_truncated = false;
+  bool stderr_truncated = false;
+  bool backstop_fired = false;     // the host killed the sandbox at timeout + grace
+  bool cpu_limit_fired = false;    // the cgroup's CPU time passed the limit
+  bool output_overflow = false;    // the agent sent more than the cap allowed
+  std::string error;               // the channel broke or the agent died without a report
+};
+
+inline constexpr int64_t kBackstopGraceMs = 2000;
+
+MonitorOutcome MonitorExec(int channel, int agent_pidfd, const ExecRequest& request,
+                           const Cgroup& cgroup);
+
+}  // namespace smolbox::ns

@@ -1,0 +1,251 @@
+#include "mount.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <memory>
+
+#include <fmt/format.h>
+
+namespace smolbox::ns {
+namespace {
+
+constexpr const char* kHostImageDirs[] = {"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"};
+constexpr const char* kDevices[] = {"null", "zero", "full", "random", "urandom"};
+
+Expected<void> Mount(const std::string& source, const std::string& target, const char* type,
+                     unsigned long flags, const std::string& data = "") {
+  if (mount(source.c_str(), target.c_str(), type, flags, data.empty() ? nullptr : data.c_str()) != 0) {
+    return std::unexpected(Error::Sys(fmt::format("mount {} on {} ({})", source, target, type ? type : "bind")));
+  }
+  return {};
+}
+
+// Creates each missing component of path; the tree is ours and fresh, so nothing in it can be
+// a planted symlink, but mkdir on a read-only image path is reported, not ignored.
+Expected<void> MakeDirs(const std::string& path) {
+  for (size_t pos = 1; pos != std::string::npos;) {
+    pos = path.find('/', pos + 1);
+    std::string prefix = path.substr(0, pos);
+    if (mkdir(prefix.c_str(), 0755) != 0 && errno != EEXIST) {
+      return std::unexpected(Error::Sys("mkdir " + prefix));
+    }
+  }
+  return {};
+}
+
+Expected<void> MakeFile(const std::string& path) {
+  int fd = open(path.c_str(), O_CREAT | O_WRONLY | O_NOFOLLOW | O_CLOEXEC, 0644);
+  if (fd < 0) return std::unexpected(Error::Sys("create mountpoint " + path));
+  close(fd);
+  return {};
+}
+
+// A remount of a bind in a user namespace must keep the flags the kernel locked on the
+// original mount (nosuid, nodev, noexec, atime), or it fails with EPERM.
+unsigned long LockedFlags(const std::string& path) {
+  struct statvfs st{};
+  if (statvfs(path.c_str(), &st) != 0) return 0;
+  unsigned long flags = 0;
+  if (st.f_flag & ST_NOSUID) flags |= MS_NOSUID;
+  if (st.f_flag & ST_NODEV) flags |= MS_NODEV;
+  if (st.f_flag & ST_NOEXEC) flags |= MS_NOEXEC;
+  if (st.f_flag & ST_NOATIME) flags |= MS_NOATIME;
+  if (st.f_flag & ST_NODIRATIME) flags |= MS_NODIRATIME;
+  if (st.f_flag & ST_RELATIME) flags |= MS_RELATIME;
+  return flags;
+}
+
+Expected<void> Bind(const std::string& source, const std::string& target, bool read_only,
+                    unsigned long extra = MS_NOSUID | MS_NODEV) {
+  if (auto ok = Mount(source, target, nullptr, MS_BIND | MS_REC); !ok) return ok;
+  unsigned long flags = MS_REMOUNT | MS_BIND | extra | LockedFlags(target) | (read_only ? MS_RDONLY : 0);
+  return Mount("none", target, nullptr, flags);
+}
+
+bool IsDirectoryFd(int fd) {
+  struct stat st{};
+  return fstat(fd, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+Expected<void> WriteFile(const std::string& path, const std::string& text) {
+  std::ofstream out(path);
+  out << text;
+  if (!out.flush()) return std::unexpected(Error::Sys("write " + path));
+  return {};
+}
+
+// Only what programs need to name the sandbox user; no host account or secret.
+Expected<void> MakeEtc(const std::string& root, uid_t uid, gid_t gid) {
+  std::string etc = root + "/etc";
+  if (mkdir(etc.c_str(), 0755) != 0) return std::unexpected(Error::Sys("mkdir " + etc));
+  std::string passwd = "root:x:0:0:root:/root:/bin/sh\n";
+  std::string group = "root:x:0:\n";
+  if (uid != 0) passwd += fmt::format("sandbox:x:{}:{}:sandbox:/work:/bin/sh\n", uid, gid);
+  if (gid != 0) group += fmt::format("sandbox:x:{}:\n", gid);
+  passwd += "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n";
+  group += "nogroup:x:65534:\n";
+  for (auto [name, text] : {std::pair<const char*, std::string>{"passwd", passwd},
+                            {"group", group},
+                            {"hosts", "127.0.0.1 localhost sandbox\n::1 localhost\n"},
+                            {"hostname", "sandbox\n"},
+                            {"nsswitch.conf", "passwd: files\ngroup: files\nhosts: files\n"}}) {
+    if (auto ok = WriteFile(etc + "/" + name, text); !ok) return ok;
+  }
+  // The loader cache only lists library paths; with it, lookups match the host's.
+  if (access("/etc/ld.so.cache", R_OK) == 0) {
+    if (auto ok = MakeFile(etc + "/ld.so.cache"); !ok) return ok;
+    if (auto ok = Bind("/etc/ld.so.cache", etc + "/ld.so.cache", true); !ok) return ok;
+  }
+  return {};
+}
+
+Expected<void> MakeHostImage(const std::string& root) {
+  for (const char* dir : kHostImageDirs) {
+    struct stat st{};
+    if (lstat(dir, &st) != 0) continue;
+    std::string target = root + dir;
+    if (S_ISLNK(st.st_mode)) {
+      // Merged /usr: /bin -> usr/bin. Recreate the link; it resolves inside the new root.
+      char link[PATH_MAX];
+      ssize_t n = readlink(dir, link, sizeof link - 1);
+      if (n < 0) return std::unexpected(Error::Sys(fmt::format("readlink {}", dir)));
+      if (symlink(std::string(link, n).c_str(), target.c_str()) != 0) {
+        return std::unexpected(Error::Sys("symlink " + target));
+      }
+      continue;
+    }
+    if (!S_ISDIR(st.st_mode)) continue;
+    if (mkdir(target.c_str(), 0755) != 0) return std::unexpected(Error::Sys("mkdir " + target));
+    if (auto ok = Bind(dir, target, true); !ok) return ok;
+  }
+  return {};
+}
+
+// A rootfs directory: each top-level entry bound read-only, except the trees we provide.
+Expected<void> MakeDirImage(const std::string& root, int image_fd) {
+  int fd = dup(image_fd);
+  DIR* dir = fd >= 0 ? fdopendir(fd) : nullptr;
+  if (!dir) return std::unexpected(Error::Sys("open image directory"));
+  std::unique_ptr<DIR, int (*)(DIR*)> closer(dir, closedir);
+  const std::string image = FdPath(image_fd);
+  while (dirent* entry = readdir(dir)) {
+    std::string name = entry->d_name;
+    if (name == "." || name == ".." || name == "proc" || name == "dev" || name == "sys" || name == "tmp") continue;
+    struct stat st{};
+    if (fstatat(image_fd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
+    std::string target = root + "/" + name;
+    if (S_ISLNK(st.st_mode)) {
+      char link[PATH_MAX];
+      ssize_t n = readlinkat(image_fd, name.c_str(), link, sizeof link - 1);
+      if (n < 0 || symlink(std::string(link, n).c_str(), target.c_str()) != 0) {
+        return std::unexpected(Error::Sys("copy image symlink /" + name));
+      }
+      continue;
+    }
+    if (!S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode)) continue;
+    auto made = S_ISDIR(st.st_mode) ? MakeDirs(target) : MakeFile(target);
+    if (!made) return made;
+    if (auto ok = Bind(image + "/" + name, target, true); !ok) return ok;
+  }
+  return {};
+}
+
+Expected<void> MakeDev(const std::string& root) {
+  std::string dev = root + "/dev";
+  if (mkdir(dev.c_str(), 0755) != 0) return std::unexpected(Error::Sys("mkdir " + dev));
+  if (auto ok = Mount("tmpfs", dev, "tmpfs", MS_NOSUID | MS_NOEXEC, "size=64k,mode=0755"); !ok) return ok;
+  for (const char* name : kDevices) {
+    std::string target = dev + "/" + name;
+    if (auto ok = MakeFile(target); !ok) return ok;
+    // Device nodes cannot be created in a user namespace; bind the host's harmless ones.
+    if (auto ok = Bind(std::string("/dev/") + name, target, false, MS_NOSUID | MS_NOEXEC); !ok) return ok;
+  }
+  for (auto [name, to] : {std::pair{"fd", "/proc/self/fd"}, {"stdin", "/proc/self/fd/0"},
+                          {"stdout", "/proc/self/fd/1"}, {"stderr", "/proc/self/fd/2"}}) {
+    if (symlink(to, (dev + "/" + name).c_str()) != 0) return std::unexpected(Error::Sys("symlink /dev/" + std::string(name)));
+  }
+  if (mkdir((dev + "/shm").c_str(), 01777) != 0) return std::unexpected(Error::Sys("mkdir /dev/shm"));
+  return {};
+}
+
+Expected<void> MakeProc(const std::string& root) {
+  std::string proc = root + "/proc";
+  if (mkdir(proc.c_str(), 0555) != 0) return std::unexpected(Error::Sys("mkdir " + proc));
+  // A fresh procfs for the new pid namespace: only the sandbox's own processes are visible.
+  return Mount("proc", proc, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC);
+}
+
+bool Covers(const std::string& outer, const std::string& inner) {
+  return inner == outer || (inner.size() > outer.size() && inner.compare(0, outer.size(), outer) == 0 &&
+                            inner[outer.size()] == '/');
+}
+
+Expected<void> MountStorage(const RootPlan& plan) {
+  std::string storage = FdPath(plan.storage_fd);
+  const std::string& root = plan.newroot;
+  if (auto ok = MakeDirs(root + "/tmp"); !ok) return ok;
+  if (auto ok = Bind(storage + "/tmp", root + "/tmp", false); !ok) return ok;
+  if (auto ok = Bind(storage + "/shm", root + "/dev/shm", false); !ok) return ok;
+  bool workdir_elsewhere = Covers("/tmp", plan.workdir);
+  for (const auto& v : plan.volumes) workdir_elsewhere |= Covers(v.target, plan.workdir);
+  if (workdir_elsewhere) return {};
+  if (auto ok = MakeDirs(root + plan.workdir); !ok) return ok;
+  return Bind(storage + "/work", root + plan.workdir, false);
+}
+
+Expected<void> MountVolumes(const RootPlan& plan) {
+  for (const auto& v : plan.volumes) {
+    std::string target = plan.newroot + v.target;
+    bool is_dir = v.read_only ? IsDirectoryFd(v.source_fd) : true;
+    std::string parent = target.substr(0, target.rfind('/'));
+    if (auto ok = MakeDirs(is_dir ? target : parent); !ok) return ok;
+    if (!is_dir) {
+      if (auto ok = MakeFile(target); !ok) return ok;
+    }
+    std::string source = v.read_only ? FdPath(v.source_fd) : FdPath(plan.storage_fd) + "/" + v.storage_dir;
+    if (auto ok = Bind(source, target, v.read_only); !ok) return ok;
+  }
+  return {};
+}
+
+}  // namespace
+
+std::string FdPath(int fd) { return fmt::format("/proc/self/fd/{}", fd); }
+
+Expected<void> BuildRoot(const RootPlan& plan) {
+  const std::string& root = plan.newroot;
+  if (auto ok = Mount("tmpfs", root, "tmpfs", MS_NOSUID | MS_NODEV, "size=1m,mode=0755"); !ok) return ok;
+  if (plan.image_fd >= 0) {
+    if (auto ok = MakeDirImage(root, plan.image_fd); !ok) return ok;
+  } else {
+    if (auto ok = MakeHostImage(root); !ok) return ok;
+    if (auto ok = MakeEtc(root, plan.uid, plan.gid); !ok) return ok;
+  }
+  if (auto ok = MakeDev(root); !ok) return ok;
+  if (auto ok = MakeProc(root); !ok) return ok;
+  if (auto ok = MountStorage(plan); !ok) return ok;
+  if (auto ok = MountVolumes(plan); !ok) return ok;
+  // The skeleton itself becomes read-only; only the storage binds stay writable.
+  if (auto ok = Mount("none", root + "/dev", nullptr, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NOEXEC | LockedFlags(root + "/dev")); !ok) return ok;
+  return Mount("none", root, nullptr, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV);
+}
+
+Expected<void> PivotInto(const std::string& newroot) {
+  if (chdir(newroot.c_str()) != 0) return std::unexpected(Error::Sys("chdir " + newroot));
+  // pivot_root(".", ".") stacks the old root on top of the new one; unmounting "." then
+  // detaches the old root without needing a directory to park it in.
+  if (syscall(SYS_pivot_root, ".", ".") != 0) return std::unexpected(Error::Sys("pivot_root"));
+  if (umount2(".", MNT_DETACH) != 0) return std::unexpected(Error::Sys("umount2 old root"));
+  if (chdir("/") != 0) return std::unexpected(Error::Sys("chdir /"));
+  return {};
+}
+
+}  // namespace smolbox::ns

@@ -1,0 +1,142 @@
+#include "state.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <ctime>
+#include <fstream>
+#include <random>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "cgroup.h"
+
+namespace smolbox::ns {
+namespace {
+
+// A path we create must be a real directory owned by us: a symlink planted by another
+// user in /tmp would otherwise redirect our state.
+Expected<void> EnsureOwnedDir(const std::string& path, mode_t mode) {
+  if (mkdir(path.c_str(), mode) != 0 && errno != EEXIST) {
+    return std::unexpected(Error::Sys("mkdir " + path));
+  }
+  struct stat st{};
+  if (lstat(path.c_str(), &st) != 0) return std::unexpected(Error::Sys("lstat " + path));
+  if (!S_ISDIR(st.st_mode) || st.st_uid != geteuid()) {
+    return std::unexpected(Error{path, "is not a directory owned by this user; refusing it", 0});
+  }
+  if ((st.st_mode & 07777) != mode && chmod(path.c_str(), mode) != 0) {
+    return std::unexpected(Error::Sys("chmod " + path));
+  }
+  return {};
+}
+
+std::string RandomId() {
+  std::random_device rd;
+  return fmt::format("{:08x}{:08x}", rd(), rd());
+}
+
+std::string RunsDir(const std::string& root) { return root + "/runs"; }
+
+void RemoveRunDir(const std::string& path) {
+  // The storage is mounted here only for an instant during setup; a runtime killed in that
+  // instant leaves the mount behind.
+  umount2((path + "/storage").c_str(), MNT_DETACH);
+  rmdir((path + "/storage").c_str());
+  rmdir((path + "/root").c_str());
+  unlink((path + "/owner").c_str());
+  rmdir(path.c_str());
+}
+
+// True when the runtime that wrote `owner` is still running.
+bool OwnerAlive(const std::string& run_path) {
+  // A run dir whose owner file is not written yet belongs to a runtime starting right now.
+  struct stat st{};
+  if (lstat((run_path + "/owner").c_str(), &st) != 0) {
+    return lstat(run_path.c_str(), &st) == 0 && time(nullptr) - st.st_mtime < 60;
+  }
+  std::ifstream in(run_path + "/owner");
+  int pid = 0;
+  unsigned long long start = 0;
+  if (!(in >> pid >> start) || pid <= 0) return false;
+  auto now = ProcessStartTime(pid);
+  return now && *now == start;
+}
+
+}  // namespace
+
+Expected<std::string> StateRoot() {
+  std::string root;
+  if (geteuid() == 0) {
+    root = "/run/smolbox";
+  } else if (const char* xdg = getenv("XDG_RUNTIME_DIR"); xdg && *xdg == '/') {
+    root = std::string(xdg) + "/smolbox";
+  } else {
+    root = fmt::format("/tmp/smolbox-{}", geteuid());
+  }
+  // 0711: the sandbox's setup runs as a mapped uid and must traverse to its mountpoint.
+  if (auto ok = EnsureOwnedDir(root, 0711); !ok) return std::unexpected(ok.error());
+  if (auto ok = EnsureOwnedDir(RunsDir(root), 0711); !ok) return std::unexpected(ok.error());
+  return root;
+}
+
+Expected<unsigned long long> ProcessStartTime(int pid) {
+  std::ifstream in(fmt::format("/proc/{}/stat", pid));
+  std::string line;
+  if (!std::getline(in, line)) return std::unexpected(Error{"read /proc/<pid>/stat", "gone", ESRCH});
+  // The command name may hold spaces and parentheses; fields resume after the last ')'.
+  auto close = line.rfind(')');
+  if (close == std::string::npos) return std::unexpected(Error{"parse /proc/<pid>/stat", "bad", 0});
+  std::istringstream fields(line.substr(close + 2));
+  std::string field;
+  for (int i = 3; i <= 22 && fields >> field; ++i) {
+    if (i == 22) return std::stoull(field);
+  }
+  return std::unexpected(Error{"parse /proc/<pid>/stat", "too few fields", 0});
+}
+
+Expected<RunDir> RunDir::Create() {
+  auto root = StateRoot();
+  if (!root) return std::unexpected(root.error());
+  std::string id = RandomId();
+  std::string path = RunsDir(*root) + "/" + id;
+  if (mkdir(path.c_str(), 0711) != 0) return std::unexpected(Error::Sys("mkdir " + path));
+  RunDir dir(id, path);
+  if (mkdir(dir.RootMountpoint().c_str(), 0755) != 0) {
+    return std::unexpected(Error::Sys("mkdir " + dir.RootMountpoint()));
+  }
+  auto start = ProcessStartTime(getpid());
+  if (!start) return std::unexpected(start.error());
+  std::ofstream owner(path + "/owner");
+  owner << getpid() << ' ' << *start << '\n';
+  if (!owner.flush()) return std::unexpected(Error::Sys("write " + path + "/owner"));
+  return dir;
+}
+
+RunDir::~RunDir() {
+  if (!path_.empty()) RemoveRunDir(path_);
+}
+
+void SweepStaleRuns() {
+  auto root = StateRoot();
+  if (!root) return;
+  std::string runs = RunsDir(*root);
+  DIR* dir = opendir(runs.c_str());
+  if (!dir) return;
+  while (dirent* entry = readdir(dir)) {
+    std::string name = entry->d_name;
+    if (name == "." || name == "..") continue;
+    std::string path = runs + "/" + name;
+    if (OwnerAlive(path)) continue;
+    RemoveStaleCgroups(name);
+    RemoveRunDir(path);
+  }
+  closedir(dir);
+}
+
+}  // namespace smolbox::ns

@@ -1,0 +1,43 @@
+// Where the runtime keeps per-run state, and the sweep that removes what a killed
+// runtime left behind.
+//
+// Layout: <state root>/runs/<run id>/{owner, root/}
+//   root:     /run/smolbox
+//   rootless: $XDG_RUNTIME_DIR/smolbox, else /tmp/smolbox-<uid>
+// `owner` holds "<pid> <starttime>" of the runtime, so a later runtime can tell a live run from
+// a stale one even when the pid has been recycled.
+#pragma once
+
+#include <string>
+
+#include "smolbox/error.h"
+
+namespace smolbox::ns {
+
+// The state root for this uid, created 0711 and checked to be ours and not a symlink.
+Expected<std::string> StateRoot();
+
+class RunDir {
+ public:
+  static Expected<RunDir> Create();
+  RunDir(RunDir&&) = default;
+  RunDir& operator=(RunDir&&) = default;
+  ~RunDir();
+
+  const std::string& id() const { return id_; }
+  const std::string& path() const { return path_; }
+  std::string RootMountpoint() const { return path_ + "/root"; }
+
+ private:
+  RunDir(std::string id, std::string path) : id_(std::move(id)), path_(std::move(path)) {}
+  std::string id_;
+  std::string path_;
+};
+
+// The kernel's start time of a process, to tell a live runtime from a recycled pid.
+Expected<unsigned long long> ProcessStartTime(int pid);
+
+// Removes run dirs and cgroups of runtimes that are gone. Safe to call concurrently.
+void SweepStaleRuns();
+
+}  // namespace smolbox::ns

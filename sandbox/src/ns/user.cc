@@ -1,0 +1,57 @@
+#include "user.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+namespace smolbox::ns {
+namespace {
+
+Expected<void> WriteProcFile(pid_t pid, const char* name, const std::string& text) {
+  std::string path = fmt::format("/proc/{}/{}", pid, name);
+  int fd = open(path.c_str(), O_WRONLY | O_CLOEXEC);
+  if (fd < 0) return std::unexpected(Error::Sys("open " + path));
+  ssize_t n = write(fd, text.data(), text.size());
+  int err = errno;
+  close(fd);
+  if (n != static_cast<ssize_t>(text.size())) {
+    return std::unexpected(Error::Sys(fmt::format("write {} \"{}\"", path, text), err));
+  }
+  return {};
+}
+
+}  // namespace
+
+Identity PlanIdentity(UserKind user) {
+  Identity id;
+  bool root_user = user == UserKind::kRoot;
+  id.uid = root_user ? 0 : kSandboxUid;
+  id.gid = root_user ? 0 : kSandboxGid;
+  if (geteuid() == 0) {
+    id.uid_map = fmt::format("0 {} 65536\n", kHostIdBase);
+    id.gid_map = id.uid_map;
+    id.host_uid = kHostIdBase + id.uid;
+    id.host_gid = kHostIdBase + id.gid;
+    id.setup_becomes_root = true;
+    return id;
+  }
+  id.rootless = true;
+  id.host_uid = geteuid();
+  id.host_gid = getegid();
+  id.uid_map = fmt::format("{} {} 1\n", id.uid, id.host_uid);
+  id.gid_map = fmt::format("{} {} 1\n", id.gid, id.host_gid);
+  return id;
+}
+
+Expected<void> WriteIdMaps(pid_t child, const Identity& identity) {
+  // Unprivileged writers must give up setgroups before they may write gid_map; otherwise the
+  // sandbox could drop a supplementary group that some host file denies access to.
+  if (identity.rootless) {
+    if (auto ok = WriteProcFile(child, "setgroups", "deny"); !ok) return ok;
+  }
+  if (auto ok = WriteProcFile(child, "uid_map", identity.uid_map); !ok) return ok;
+  return WriteProcFile(child, "gid_map", identity.gid_map);
+}
+
+}  // namespace smolbox::ns
