@@ -1,0 +1,183 @@
+// What the sandbox can see and do: network, host files, identity, syscalls.
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <thread>
+
+#include "smolbox_runner.h"
+
+namespace smolbox::testing {
+namespace {
+
+constexpr const char* kPython = "/usr/bin/python3";
+constexpr const char* kNode = "/usr/bin/node";
+
+// A TCP listener on the host's loopback that records whether anyone connected.
+class HostListener {
+ public:
+  HostListener() {
+    fd_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+    socklen_t len = sizeof addr;
+    getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len);
+    port_ = ntohs(addr.sin_port);
+    listen(fd_, 8);
+    thread_ = std::thread([this] {
+      int c = accept(fd_, nullptr, nullptr);
+      if (c >= 0) {
+        accepted_ = true;
+        close(c);
+      }
+    });
+  }
+  ~HostListener() {
+    shutdown(fd_, SHUT_RDWR);
+    close(fd_);
+    thread_.join();
+  }
+  int port() const { return port_; }
+  bool accepted() const { return accepted_; }
+
+ private:
+  int fd_ = -1;
+  int port_ = 0;
+  std::atomic<bool> accepted_ = false;
+  std::thread thread_;
+};
+
+TEST(Network, python_tcp_to_a_host_loopback_listener_fails) {
+  HostListener listener;
+  std::string code = "import socket\ntry:\n  socket.create_connection(('127.0.0.1', " +
+                     std::to_string(listener.port()) + "), timeout=2)\n  print('connected')\nexcept OSError as e:\n  print('refused', e.errno)";
+  auto run = RunJson({}, {kPython, "-c", code});
+  EXPECT_EQ(run.result["stdout"].get<std::string>().rfind("refused", 0), 0u) << run.out << run.err;
+  EXPECT_FALSE(listener.accepted());
+}
+
+TEST(Network, node_tcp_to_a_host_loopback_listener_fails) {
+  HostListener listener;
+  std::string code = "const s=require('net').connect(" + std::to_string(listener.port()) +
+                     ",'127.0.0.1',()=>{console.log('connected');process.exit(0)}); s.on('error',e=>{console.log('refused',e.code)})";
+  auto run = RunJson({}, {kNode, "-e", code});
+  EXPECT_EQ(run.result["stdout"].get<std::string>().rfind("refused", 0), 0u) << run.out << run.err;
+  EXPECT_FALSE(listener.accepted());
+}
+
+TEST(Network, dns_resolution_fails) {
+  auto run = RunJson({}, {kPython, "-c",
+                          "import socket\ntry:\n  print(socket.getaddrinfo('deb.debian.org', 80))\nexcept OSError as e:\n  print('failed')"});
+  EXPECT_EQ(run.result["stdout"], "failed\n") << run.out << run.err;
+}
+
+TEST(Network, only_loopback_exists) {
+  auto run = RunJson({}, {kPython, "-c", "import socket\nprint(sorted(n for _, n in socket.if_nameindex()))"});
+  EXPECT_EQ(run.result["stdout"], "['lo']\n") << run.out << run.err;
+}
+
+TEST(Filesystem, a_host_file_outside_every_mount_is_not_readable) {
+  TempDir dir;
+  std::string token = RandomToken();
+  std::string path = dir.Write("secret", token);
+  std::string code = "import glob\nfor p in ['" + path + "', '/proc/1/root" + path +
+                     "', '/proc/self/root" + path + "'] + glob.glob('/proc/*/cwd" + path +
+                     "'):\n  try:\n    print(open(p).read())\n  except OSError as e:\n    print('denied', e.errno)";
+  auto run = RunJson({}, {kPython, "-c", code});
+  EXPECT_EQ(run.result["status"], "exited") << run.err;
+  EXPECT_EQ(run.out.find(token), std::string::npos);
+  EXPECT_NE(run.result["stdout"].get<std::string>().find("denied"), std::string::npos);
+}
+
+TEST(Filesystem, etc_holds_no_host_secrets) {
+  auto run = RunJson({}, {"/bin/sh", "-c", "ls /etc; cat /etc/shadow 2>&1; ls /root /home 2>&1"});
+  EXPECT_EQ(run.result["stdout"].get<std::string>().find("shadow:"), std::string::npos);
+  EXPECT_NE(run.result["stdout"].get<std::string>().find("passwd"), std::string::npos) << run.out;
+  EXPECT_NE(run.result["stdout"].get<std::string>().find("No such file"), std::string::npos) << run.out;
+}
+
+TEST(Filesystem, sys_is_absent_and_the_image_is_read_only) {
+  auto run = RunJson({}, {"/bin/sh", "-c", "ls /sys 2>&1; touch /usr/x 2>&1; touch /x 2>&1; echo done"});
+  std::string out = run.result["stdout"];
+  EXPECT_NE(out.find("/sys: No such file"), std::string::npos) << out;
+  EXPECT_NE(out.find("/usr/x: Read-only file system"), std::string::npos) << out;
+  EXPECT_NE(out.find("/x: Read-only file system"), std::string::npos) << out;
+}
+
+TEST(Identity, the_workload_is_not_root_and_holds_no_capabilities) {
+  auto run = RunJson({}, {"/bin/sh", "-c", "id -u; grep -E '^(CapEff|CapPrm|CapBnd|NoNewPrivs)' /proc/self/status"});
+  std::string out = run.result["stdout"];
+  EXPECT_EQ(out.substr(0, out.find('\n')), "1000") << out;
+  EXPECT_NE(out.find("CapEff:\t0000000000000000"), std::string::npos) << out;
+  EXPECT_NE(out.find("CapPrm:\t0000000000000000"), std::string::npos) << out;
+  EXPECT_NE(out.find("NoNewPrivs:\t1"), std::string::npos) << out;
+}
+
+TEST(Identity, user_root_is_root_inside_only_and_still_holds_no_capabilities) {
+  auto run = RunJson({"--user", "root"}, {"/bin/sh", "-c", "id -u; grep CapEff /proc/self/status; cat /proc/self/uid_map"});
+  std::string out = run.result["stdout"];
+  EXPECT_EQ(out.substr(0, out.find('\n')), "0") << out;
+  EXPECT_NE(out.find("CapEff:\t0000000000000000"), std::string::npos) << out;
+  // uid 0 inside is not uid 0 outside.
+  EXPECT_EQ(out.find("         0          0"), std::string::npos) << out;
+}
+
+TEST(Identity, the_hostname_is_sandbox_and_the_host_environment_does_not_leak) {
+  std::string token = RandomToken();
+  auto run = RunSmolbox({"run", "--json", "-e", "GIVEN=yes", "--", "/bin/sh", "-c", "hostname; env"},
+                        {"LEAKED=" + token});
+  std::string out = run.result["stdout"];
+  EXPECT_EQ(out.substr(0, out.find('\n')), "sandbox");
+  EXPECT_EQ(out.find(token), std::string::npos);
+  EXPECT_NE(out.find("GIVEN=yes"), std::string::npos);
+  EXPECT_NE(out.find("PATH="), std::string::npos);
+  EXPECT_NE(out.find("HOME="), std::string::npos);
+  EXPECT_NE(out.find("LANG="), std::string::npos);
+}
+
+TEST(Identity, only_the_sandbox_processes_are_visible) {
+  auto run = RunJson({}, {kPython, "-c", "import os\nprint(sorted(int(p) for p in os.listdir('/proc') if p.isdigit()))"});
+  std::string out = run.result["stdout"];
+  // The agent (1) and the workload itself.
+  EXPECT_EQ(out, "[1, 2]\n") << out;
+}
+
+TEST(Fds, every_descriptor_above_2_is_closed) {
+  auto run = RunJson({}, {kPython, "-c", "import os\nprint(sorted(int(f) for f in os.listdir('/proc/self/fd')))"});
+  // The listing itself holds one descriptor open.
+  EXPECT_EQ(run.result["stdout"], "[0, 1, 2, 3]\n") << run.out << run.err;
+}
+
+class DeniedSyscall : public ::testing::TestWithParam<std::pair<const char*, const char*>> {};
+
+TEST_P(DeniedSyscall, fails_inside_the_sandbox) {
+  auto [name, expected] = GetParam();
+  std::string probe = HelperPath("syscall_probe");
+  auto run = RunJson({"-v", probe + ":/probe:ro"}, {"/probe", name});
+  EXPECT_EQ(run.result["stdout"], std::string(name) + ": " + expected + "\n") << run.out << run.err;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    ByName, DeniedSyscall,
+    ::testing::Values(std::pair{"keyctl", "errno=EPERM"}, std::pair{"bpf", "errno=EPERM"},
+                      std::pair{"ptrace", "errno=EPERM"}, std::pair{"unshare", "errno=EPERM"},
+                      std::pair{"mount", "errno=EPERM"}, std::pair{"chroot", "errno=EPERM"},
+                      std::pair{"socket_packet", "errno=EPERM"}, std::pair{"socket_netlink", "errno=EPERM"},
+                      std::pair{"io_uring_setup", "errno=ENOSYS"}, std::pair{"userfaultfd", "errno=EPERM"},
+                      std::pair{"perf_event_open", "errno=EPERM"}, std::pair{"open_by_handle_at", "errno=EPERM"}),
+    [](const auto& info) { return std::string(info.param.first); });
+
+TEST(Seccomp, a_32_bit_syscall_is_killed_as_a_violation) {
+  std::string probe = HelperPath("syscall_probe");
+  auto run = RunJson({"-v", probe + ":/probe:ro"}, {"/probe", "int80_getpid"});
+  EXPECT_EQ(run.result["status"], "violation") << run.out << run.err;
+  EXPECT_EQ(run.exit_code, 128 + 31);
+}
+
+}  // namespace
+}  // namespace smolbox::testing

@@ -1,0 +1,191 @@
+// The run's life: exit codes, bad input, nothing left behind, a killed runtime, rootless use.
+#include <gtest/gtest.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <thread>
+
+#include "smolbox_runner.h"
+
+namespace smolbox::testing {
+namespace {
+
+constexpr const char* kPython = "/usr/bin/python3";
+constexpr const char* kNode = "/usr/bin/node";
+constexpr uid_t kNobody = 65534;
+
+TEST(Run, python_and_node_hello_pass_their_output_through) {
+  auto py = RunSmolbox({"run", "--", kPython, "-c", "print('hello from python')"});
+  EXPECT_EQ(py.exit_code, 0) << py.err;
+  EXPECT_EQ(py.out, "hello from python\n");
+  auto js = RunSmolbox({"run", "--", kNode, "-e", "console.log('hello from node')"});
+  EXPECT_EQ(js.exit_code, 0) << js.err;
+  EXPECT_EQ(js.out, "hello from node\n");
+}
+
+TEST(Run, stdin_reaches_the_workload_and_unicode_survives) {
+  TempDir dir;
+  std::string input = dir.Write("in.txt", "héllo wörld ✓\n");
+  auto run = RunSmolbox({"run", "--stdin", input, "--", kPython, "-c", "import sys\nprint(sys.stdin.read().upper(), end='')"});
+  EXPECT_EQ(run.out, "HÉLLO WÖRLD ✓\n") << run.err;
+}
+
+TEST(Run, the_workload_exit_code_is_passed_through) {
+  auto run = RunSmolbox({"run", "--", "/bin/sh", "-c", "exit 7"});
+  EXPECT_EQ(run.exit_code, 7);
+}
+
+TEST(Run, a_command_not_found_exits_127) {
+  auto run = RunSmolbox({"run", "--", "no-such-command-here"});
+  EXPECT_EQ(run.exit_code, 127) << run.err;
+}
+
+TEST(Run, a_signal_exits_128_plus_n) {
+  auto run = RunSmolbox({"run", "--", "/bin/sh", "-c", "kill -SEGV $$"});
+  EXPECT_EQ(run.exit_code, 128 + SIGSEGV) << run.err;
+}
+
+TEST(Run, version_and_help_work) {
+  auto version = RunSmolbox({"--version"});
+  EXPECT_EQ(version.exit_code, 0);
+  EXPECT_EQ(version.out.rfind("smolbox ", 0), 0u) << version.out;
+  auto help = RunSmolbox({"run", "--help"});
+  EXPECT_EQ(help.exit_code, 0);
+  EXPECT_NE(help.out.find("--timeout"), std::string::npos);
+}
+
+struct BadInput {
+  const char* name;
+  std::vector<std::string> args;
+  const char* field;
+};
+
+class BadInputTest : public ::testing::TestWithParam<BadInput> {};
+
+TEST_P(BadInputTest, exits_125_with_one_line_naming_the_field_and_leaves_nothing) {
+  const BadInput& bad = GetParam();
+  auto before = std::filesystem::exists("/run/smolbox/runs")
+                    ? std::distance(std::filesystem::directory_iterator("/run/smolbox/runs"), {})
+                    : 0;
+  auto run = RunSmolbox(bad.args);
+  EXPECT_EQ(run.exit_code, 125) << run.out << run.err;
+  EXPECT_EQ(std::count(run.err.begin(), run.err.end(), '\n'), 1) << run.err;
+  EXPECT_NE(run.err.find(bad.field), std::string::npos) << run.err;
+  auto after = std::filesystem::exists("/run/smolbox/runs")
+                   ? std::distance(std::filesystem::directory_iterator("/run/smolbox/runs"), {})
+                   : 0;
+  EXPECT_LE(after, before);
+}
+
+std::vector<BadInput> BadInputs() {
+  static TempDir dir;
+  std::string malformed = dir.Write("malformed.json", "{\"argv\": [");
+  std::string unknown = dir.Write("unknown.json", R"({"argv": ["/bin/true"], "limits": {"memroy_mib": 5}})");
+  return {
+      {"malformed_spec", {"run", "--spec", malformed}, "spec"},
+      {"unknown_field", {"run", "--spec", unknown}, "limits.memroy_mib"},
+      {"zero_memory", {"run", "--mem", "0", "--", "/bin/true"}, "memory"},
+      {"negative_timeout", {"run", "--timeout", "-1s", "--", "/bin/true"}, "timeout"},
+      {"absurd_pids", {"run", "--pids", "100000000", "--", "/bin/true"}, "pids"},
+      {"missing_image", {"run", "--image", "/no/such/rootfs", "--", "/bin/true"}, "image"},
+      {"missing_volume_source", {"run", "-v", "/no/such/dir:/data", "--", "/bin/true"}, "source"},
+      {"relative_target", {"run", "-v", "/tmp:data", "--", "/bin/true"}, "target"},
+      {"dotdot_target", {"run", "-v", "/tmp:/data/../etc", "--", "/bin/true"}, "target"},
+      {"proc_target", {"run", "-v", "/tmp:/proc", "--", "/bin/true"}, "target"},
+      {"dev_target", {"run", "-v", "/tmp:/dev/x", "--", "/bin/true"}, "target"},
+      {"root_target", {"run", "-v", "/tmp:/", "--", "/bin/true"}, "target"},
+      {"unknown_backend", {"run", "--backend", "qemu", "--", "/bin/true"}, "backend"},
+      {"vm_backend_not_yet", {"run", "--backend", "vm", "--", "/bin/true"}, "backend"},
+      {"empty_command", {"run"}, "argv"},
+  };
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, BadInputTest, ::testing::ValuesIn(BadInputs()),
+                         [](const auto& info) { return std::string(info.param.name); });
+
+// Run dirs and cgroups that belong to no live runtime.
+std::vector<std::string> Leftovers(pid_t owner) {
+  std::vector<std::string> found;
+  if (std::filesystem::exists("/run/smolbox/runs")) {
+    for (const auto& run : std::filesystem::directory_iterator("/run/smolbox/runs")) {
+      std::string text = ReadFileOrEmpty(run.path().string() + "/owner");
+      if (text.rfind(std::to_string(owner) + " ", 0) == 0) found.push_back(run.path());
+    }
+  }
+  return found;
+}
+
+TEST(Cleanup, a_finished_run_leaves_no_run_dir_cgroup_or_loop_device) {
+  std::string marker = RandomToken();
+  auto run = RunJson({}, {"/bin/sh", "-c", "echo " + marker});
+  ASSERT_EQ(run.result["status"], "exited") << run.err;
+  EXPECT_EQ(CountProcessesWith(marker), 0);
+  std::string cgroups;
+  for (const char* root : {"/sys/fs/cgroup/memory", "/sys/fs/cgroup/pids", "/sys/fs/cgroup/cpu", "/sys/fs/cgroup"}) {
+    if (!std::filesystem::exists(root)) continue;
+    for (const auto& entry : std::filesystem::recursive_directory_iterator(
+             root, std::filesystem::directory_options::skip_permission_denied)) {
+      if (entry.path().filename().string().rfind("smolbox-", 0) == 0) cgroups += entry.path().string() + " ";
+    }
+  }
+  // Other tests may run concurrently; a leftover of this run would be one with no live owner.
+  for (const auto& path : std::filesystem::directory_iterator("/run/smolbox/runs")) {
+    std::string owner = ReadFileOrEmpty(path.path().string() + "/owner");
+    int pid = owner.empty() ? 0 : std::stoi(owner);
+    EXPECT_TRUE(pid > 0 && kill(pid, 0) == 0) << "stale run dir " << path.path();
+  }
+  if (CountProcessesWith("smolbox") == 0) EXPECT_EQ(cgroups, "");
+}
+
+TEST(Cleanup, sigkill_of_smolbox_mid_run_leaves_nothing_running_or_behind) {
+  std::string marker = RandomToken();
+  pid_t pid = fork();
+  if (pid == 0) {
+    int null_fd = open("/dev/null", O_RDWR);
+    dup2(null_fd, 1);
+    dup2(null_fd, 2);
+    execl(SmolboxPath().c_str(), "smolbox", "run", "--timeout", "60s", "--", kPython, "-c",
+          "import time\nwhile True: time.sleep(1)", marker.c_str(), nullptr);
+    _exit(99);
+  }
+  for (int i = 0; i < 100 && CountProcessesWith(marker) < 2; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ASSERT_GE(CountProcessesWith(marker), 2) << "the workload never started";
+  kill(pid, SIGKILL);
+  waitpid(pid, nullptr, 0);
+  for (int i = 0; i < 50 && CountProcessesWith(marker) > 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_EQ(CountProcessesWith(marker), 0) << "the sandbox outlived its runtime";
+  // The next runtime sweeps what the killed one could not clean.
+  auto next = RunJson({}, {"/bin/true"});
+  EXPECT_EQ(next.result["status"], "exited");
+  EXPECT_TRUE(Leftovers(pid).empty());
+}
+
+TEST(Rootless, an_unprivileged_user_runs_python_and_node_with_warnings_for_weaker_limits) {
+  auto py = RunSmolbox({"run", "--json", "--", kPython, "-c", "import os\nprint('hello', os.getuid())"}, {}, kNobody);
+  ASSERT_EQ(py.result.value("status", ""), "exited") << py.out << py.err;
+  EXPECT_EQ(py.result["stdout"], "hello 1000\n");
+  EXPECT_NE(py.result["warnings"].dump().find("storage"), std::string::npos) << py.result["warnings"];
+  auto js = RunSmolbox({"run", "--json", "--", kNode, "-e", "console.log('hello')"}, {}, kNobody);
+  EXPECT_EQ(js.result.value("stdout", ""), "hello\n") << js.out << js.err;
+}
+
+TEST(Rootless, the_timeout_and_network_still_hold_for_an_unprivileged_user) {
+  auto run = RunSmolbox({"run", "--json", "--timeout", "1s", "--", kPython, "-c", "while True: pass"}, {}, kNobody);
+  EXPECT_EQ(run.result.value("status", ""), "timeout") << run.out << run.err;
+  EXPECT_LT(run.seconds, 4.0);
+  auto net = RunSmolbox({"run", "--json", "--", kPython, "-c",
+                         "import socket\nprint(sorted(n for _, n in socket.if_nameindex()))"}, {}, kNobody);
+  EXPECT_EQ(net.result.value("stdout", ""), "['lo']\n") << net.out << net.err;
+}
+
+}  // namespace
+}  // namespace smolbox::testing
