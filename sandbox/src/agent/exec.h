@@ -1,0 +1,36 @@
+// Starting one workload: pipes, fork, the child's checklist, and waiting until it reaches
+// execve (or reports the step that failed).
+//
+//   auto workload = StartWorkload(request, seccomp);
+//   if (!workload) return workload.error();   // a finished ExecReport: setup_error, ...
+//   ExecReport report = PumpExec(connection, signals, request, std::move(*workload));
+#pragma once
+
+#include <sys/resource.h>
+#include <sys/types.h>
+
+#include <chrono>
+#include <expected>
+
+#include "exec_protocol.h"
+#include "seccomp_policy.h"
+#include "unique_fd.h"
+
+namespace smolbox::agent {
+
+struct Workload {
+  pid_t pid = -1;  // also its process group: the child calls setsid()
+  // The agent's ends of the workload's stdio, non-blocking.
+  UniqueFd stdin_fd;
+  UniqueFd stdout_fd;
+  UniqueFd stderr_fd;
+  std::chrono::steady_clock::time_point started;  // just before fork
+  rusage children_before{};  // RUSAGE_CHILDREN before fork: the base of the usage delta
+};
+
+// The error is the exec's final report: setup_error when a step in the child failed (naming
+// the step and errno), internal_error when the agent could not even fork.
+std::expected<Workload, ExecReport> StartWorkload(const ExecRequest& request,
+                                                  const SeccompProgram& seccomp);
+
+}  // namespace smolbox::agent

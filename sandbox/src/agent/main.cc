@@ -1,0 +1,211 @@
+// smolbox-agent: PID 1 of every namespace sandbox and /init of every microVM. It serves the
+// host's exec requests over one channel, one at a time, until the host goes away.
+//
+//   smolbox-agent --channel-fd 3                 # ns backend: a socketpair end
+//   smolbox-agent --channel-path /dev/vport0p1   # vm backend: a virtio-serial port
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <unistd.h>
+
+#include <charconv>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "connection.h"
+#include "exec.h"
+#include "exec_protocol.h"
+#include "pump.h"
+#include "reaper.h"
+#include "seccomp_policy.h"
+
+namespace smolbox::agent {
+namespace {
+
+constexpr std::string_view kUsage = "usage: smolbox-agent --channel-fd N | --channel-path PATH\n";
+
+struct Options {
+  std::optional<int> channel_fd;
+  std::string channel_path;
+};
+
+Expected<Options> ParseArgs(std::span<char* const> args) {
+  Options options;
+  for (size_t i = 1; i < args.size(); i += 2) {
+    std::string_view flag = args[i];
+    if (i + 1 >= args.size()) return std::unexpected(Error{std::string(flag), "needs a value", 0});
+    std::string_view value = args[i + 1];
+    if (flag == "--channel-fd") {
+      int fd = -1;
+      auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), fd);
+      if (ec != std::errc() || end != value.data() + value.size() || fd < 0) {
+        return std::unexpected(Error{"--channel-fd", "is not a file descriptor", 0});
+      }
+      options.channel_fd = fd;
+    } else if (flag == "--channel-path") {
+      options.channel_path = value;
+    } else {
+      return std::unexpected(Error{std::string(flag), "unknown option", 0});
+    }
+  }
+  if (options.channel_fd.has_value() == !options.channel_path.empty()) {
+    return std::unexpected(
+        Error{"arguments", "need exactly one of --channel-fd, --channel-path", 0});
+  }
+  return options;
+}
+
+Expected<UniqueFd> OpenChannel(const Options& options) {
+  if (options.channel_fd) {
+    // The workload never inherits the channel (close_range covers it too; this is the backstop).
+    if (fcntl(*options.channel_fd, F_SETFD, FD_CLOEXEC) != 0) {
+      return std::unexpected(Error::Sys(fmt::format("channel fd {}", *options.channel_fd)));
+    }
+    return UniqueFd(*options.channel_fd);
+  }
+  UniqueFd fd(open(options.channel_path.c_str(), O_RDWR | O_CLOEXEC | O_NOCTTY));
+  if (!fd.valid()) return std::unexpected(Error::Sys("open " + options.channel_path));
+  return fd;
+}
+
+// Fds 0-2 must be taken, or a pipe could land there and a child's dup2 onto 0-2 would
+// clobber one pipe with another. As /init of a VM they may well be closed.
+void OccupyStdio() {
+  for (int fd = 0; fd <= 2; ++fd) {
+    if (fcntl(fd, F_GETFD) >= 0 || errno != EBADF) continue;
+    // open() returns the lowest free fd, which is this one.
+    if (open("/dev/null", O_RDWR) < 0) open("/", O_RDONLY | O_DIRECTORY);
+  }
+}
+
+Expected<void> HardenAgent() {
+  // Not dumpable: a workload running as the agent's uid can neither ptrace it nor open
+  // /proc/1/mem, where the channel and the host's requests are.
+  if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0)
+    return std::unexpected(Error::Sys("PR_SET_DUMPABLE"));
+  // A workload that closes its pipes must cost a write an EPIPE, not the agent its life.
+  if (signal(SIGPIPE, SIG_IGN) == SIG_ERR) return std::unexpected(Error::Sys("signal(SIGPIPE)"));
+  // Outside a pid namespace (the tests), orphans of the workload come back to the agent
+  // rather than the host's init, so the agent reaps them as PID 1 would.
+  if (getpid() != 1 && prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0) {
+    return std::unexpected(Error::Sys("PR_SET_CHILD_SUBREAPER"));
+  }
+  OccupyStdio();
+  return {};
+}
+
+class Agent {
+ public:
+  Agent(Connection& connection, const ChildSignals& signals, const SeccompProgram& seccomp)
+      : connection_(connection), signals_(signals), seccomp_(seccomp) {}
+
+  // 0 when the host closed the channel, 1 on a channel error.
+  int Serve() {
+    if (auto sent = connection_.Send({{{"type", "ready"}}, ""}); !sent) return Fatal(sent.error());
+    for (;;) {
+      auto message = WaitForMessage();
+      if (!message) return Fatal(message.error());
+      if (!*message) break;
+      Handle(**message);
+    }
+    KillWorkloads(0);  // nothing should be left between execs; as PID 1, make sure
+    return 0;
+  }
+
+ private:
+  // Blocks until a message or EOF (nullopt), reaping strays meanwhile: as PID 1 the agent
+  // adopts every orphan in the sandbox.
+  Expected<std::optional<channel::Message>> WaitForMessage() {
+    for (;;) {
+      auto next = connection_.Next();
+      if (!next || *next || connection_.closed()) return next;
+      std::array<pollfd, 2> fds{{{connection_.fd(), POLLIN, 0}, {signals_.fd(), POLLIN, 0}}};
+      if (poll(fds.data(), fds.size(), -1) < 0 && errno != EINTR) {
+        return std::unexpected(Error::Sys("poll"));
+      }
+      if (fds[1].revents != 0) {
+        signals_.Drain();
+        ReapExited(-1);
+      }
+      if (fds[0].revents != 0) {
+        if (auto read = connection_.ReadAvailable(); !read) return std::unexpected(read.error());
+      }
+    }
+  }
+
+  void Handle(const channel::Message& message) {
+    if (message.Type() == "exec") {
+      Exec(message);
+      return;
+    }
+    std::string error = fmt::format("unknown message type \"{}\"", message.Type());
+    Reply({{{"type", "error"}, {"error", error}}, ""});
+  }
+
+  void Exec(const channel::Message& message) {
+    auto request = DecodeExec(message);
+    if (!request) {
+      ExecReport report;
+      report.status = Status::kInternalError;
+      report.error = request.error().ToString();
+      Reply(EncodeExit(report));
+      return;
+    }
+    auto workload = StartWorkload(*request, seccomp_);
+    ExecReport report = workload ? PumpExec(connection_, signals_, *request, std::move(*workload))
+                                 : workload.error();
+    Reply(EncodeExit(report));
+  }
+
+  void Reply(const channel::Message& message) {
+    // A failed send closes the connection; the serve loop then sees EOF and ends.
+    if (connection_.closed()) return;
+    if (auto sent = connection_.Send(message); !sent) {
+      fmt::print(stderr, "smolbox-agent: {}\n", sent.error().ToString());
+    }
+  }
+
+  int Fatal(const Error& error) {
+    fmt::print(stderr, "smolbox-agent: {}\n", error.ToString());
+    KillWorkloads(0);
+    return 1;
+  }
+
+  Connection& connection_;
+  const ChildSignals& signals_;
+  const SeccompProgram& seccomp_;
+};
+
+int StartupFailure(const Error& error) {
+  fmt::print(stderr, "smolbox-agent: {}\n", error.ToString());
+  return 1;
+}
+
+int Main(std::span<char* const> args) {
+  auto options = ParseArgs(args);
+  if (!options) {
+    fmt::print(stderr, "smolbox-agent: {}\n{}", options.error().ToString(), kUsage);
+    return 2;
+  }
+  if (auto hardened = HardenAgent(); !hardened) return StartupFailure(hardened.error());
+  auto channel = OpenChannel(*options);
+  if (!channel) return StartupFailure(channel.error());
+  auto signals = ChildSignals::Create();
+  if (!signals) return StartupFailure(signals.error());
+  // Compiled once, before any fork; an agent without its policy refuses to start.
+  auto seccomp = CompileSeccompPolicy();
+  if (!seccomp) return StartupFailure(seccomp.error());
+  Connection connection(std::move(*channel));
+  return Agent(connection, *signals, *seccomp).Serve();
+}
+
+}  // namespace
+}  // namespace smolbox::agent
+
+int main(int argc, char** argv) {
+  return smolbox::agent::Main(std::span<char* const>(argv, static_cast<size_t>(argc)));
+}

@@ -1,0 +1,211 @@
+#include "pump.h"
+
+#include <fmt/format.h>
+#include <poll.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <climits>
+#include <optional>
+#include <string>
+
+#include "outcome.h"
+
+namespace smolbox::agent {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+// Output goes to the host in chunks of at most this, each as soon as it is read: the agent
+// holds one chunk, whatever the workload prints.
+constexpr size_t kChunkBytes = 64 * 1024;
+// Once the main process has ended and the tree is killed, how long the pipes may take to reach
+// EOF. Only a process that escaped the kill keeps them open longer, and that can happen only
+// when the agent is not PID 1.
+constexpr milliseconds kDrainGrace{500};
+// How long the end of an exec waits for the killed tree to be reaped.
+constexpr milliseconds kReapBound{2000};
+
+struct Stream {
+  UniqueFd fd;
+  int number;  // 1 or 2: the fd the host sees
+  int64_t forwarded = 0;
+  bool truncated = false;
+};
+
+class ExecPump {
+ public:
+  ExecPump(Connection& connection, const ChildSignals& signals, const ExecRequest& request,
+           Workload workload)
+      : connection_(connection),
+        signals_(signals),
+        request_(request),
+        workload_(std::move(workload)),
+        stdout_{std::move(workload_.stdout_fd), 1},
+        stderr_{std::move(workload_.stderr_fd), 2},
+        buffer_(kChunkBytes, '\0') {
+    if (request_.timeout_ms > 0) deadline_ = workload_.started + milliseconds(request_.timeout_ms);
+  }
+
+  ExecReport Run() {
+    if (request_.stdin_data.empty()) workload_.stdin_fd.Reset();
+    while (!Done(Clock::now())) PollOnce();
+    return Finish();
+  }
+
+ private:
+  bool Done(Clock::time_point now) const {
+    if (!main_exit_) return false;
+    return (!stdout_.fd.valid() && !stderr_.fd.valid()) || now >= *drain_deadline_;
+  }
+
+  // Recomputed on every pass: the time left to the deadline that applies now, or -1 when
+  // only an event (I/O, SIGCHLD) can move things on.
+  int PollTimeoutMs(Clock::time_point now) const {
+    std::optional<Clock::time_point> next;
+    if (main_exit_) {
+      next = drain_deadline_;
+    } else if (kill_reason_ == KillReason::kNone) {
+      next = deadline_;
+    }
+    if (!next) return -1;
+    int64_t left = std::chrono::ceil<milliseconds>(*next - now).count();
+    return static_cast<int>(std::clamp<int64_t>(left, 0, INT_MAX));
+  }
+
+  void PollOnce() {
+    enum { kSignals, kChannel, kStdin, kStdout, kStderr, kSlots };
+    std::array<pollfd, kSlots> fds{};
+    fds[kSignals] = {signals_.fd(), POLLIN, 0};
+    fds[kChannel] = {connection_.closed() ? -1 : connection_.fd(), POLLIN, 0};
+    fds[kStdin] = {workload_.stdin_fd.get(), POLLOUT, 0};
+    fds[kStdout] = {stdout_.fd.get(), POLLIN, 0};
+    fds[kStderr] = {stderr_.fd.get(), POLLIN, 0};
+    if (poll(fds.data(), fds.size(), PollTimeoutMs(Clock::now())) < 0 && errno != EINTR) {
+      fmt::print(stderr, "smolbox-agent: poll: {}\n", std::strerror(errno));
+      usleep(10'000);  // the deadlines below still apply; do not spin
+    }
+    if (fds[kSignals].revents != 0) signals_.Drain();
+    if (fds[kStdin].revents != 0) FeedStdin();
+    if (fds[kStdout].revents != 0) Relay(stdout_);
+    if (fds[kStderr].revents != 0) Relay(stderr_);
+    if (fds[kChannel].revents != 0) WatchHost();
+    // Every pass, not only on SIGCHLD: one cheap wait4 and nothing depends on signal timing.
+    Reap(Clock::now());
+    CheckDeadline(Clock::now());
+  }
+
+  void FeedStdin() {
+    const std::string& data = request_.stdin_data;
+    while (stdin_offset_ < data.size()) {
+      ssize_t n =
+          write(workload_.stdin_fd.get(), data.data() + stdin_offset_, data.size() - stdin_offset_);
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0 && errno == EAGAIN) return;
+      if (n < 0) break;  // EPIPE: the workload closed its stdin, which is its right
+      stdin_offset_ += static_cast<size_t>(n);
+    }
+    workload_.stdin_fd.Reset();  // EOF for the workload
+  }
+
+  void Relay(Stream& stream) {
+    ssize_t n = read(stream.fd.get(), buffer_.data(), buffer_.size());
+    if (n < 0 && (errno == EAGAIN || errno == EINTR)) return;
+    if (n <= 0) {
+      stream.fd.Reset();
+      return;
+    }
+    Forward(stream, static_cast<size_t>(n));
+  }
+
+  // Up to the cap, then nothing more: a byte past the cap ends the workload.
+  void Forward(Stream& stream, size_t size) {
+    int64_t room = std::max<int64_t>(0, request_.output_bytes - stream.forwarded);
+    size_t sending = std::min(size, static_cast<size_t>(room));
+    if (sending > 0 && !connection_.closed()) {
+      channel::Message output{{{"type", "output"}, {"fd", stream.number}},
+                              std::string(buffer_.data(), sending)};
+      if (!connection_.Send(output)) Kill(KillReason::kHostGone);
+    }
+    stream.forwarded += static_cast<int64_t>(sending);
+    if (size > sending) {
+      stream.truncated = true;
+      Kill(KillReason::kOutputLimit);
+    }
+  }
+
+  // The host sends nothing during an exec today; whatever it does send waits in the buffer
+  // for the serve loop. What matters here is EOF: with the host gone, the exec is pointless.
+  void WatchHost() {
+    if (auto read = connection_.ReadAvailable(); !read) {
+      fmt::print(stderr, "smolbox-agent: {}\n", read.error().ToString());
+    }
+    if (connection_.closed()) Kill(KillReason::kHostGone);
+  }
+
+  void Reap(Clock::time_point now) {
+    ReapResult reaped = ReapExited(workload_.pid);
+    if (!reaped.main) return;
+    main_exit_ = reaped.main;
+    wall_ = std::chrono::duration_cast<milliseconds>(now - workload_.started);
+    // The exec is over with its main process: nothing it started may outlive it.
+    KillWorkloads(workload_.pid);
+    workload_.stdin_fd.Reset();
+    drain_deadline_ = now + kDrainGrace;
+  }
+
+  void CheckDeadline(Clock::time_point now) {
+    if (deadline_ && !main_exit_ && kill_reason_ == KillReason::kNone && now >= *deadline_) {
+      Kill(KillReason::kTimeout);
+    }
+  }
+
+  void Kill(KillReason reason) {
+    if (kill_reason_ == KillReason::kNone) kill_reason_ = reason;
+    KillWorkloads(workload_.pid);
+  }
+
+  ExecReport Finish() {
+    stdout_.fd.Reset();
+    stderr_.fd.Reset();
+    KillWorkloads(workload_.pid);
+    if (!WaitTreeGone(workload_.pid, signals_, kReapBound)) {
+      fmt::print(stderr, "smolbox-agent: processes of exec {} outlived it\n", workload_.pid);
+    }
+    Ending ending;
+    ending.wait_status = main_exit_->wait_status;
+    ending.main_usage = main_exit_->usage;
+    ending.children_before = workload_.children_before;
+    getrusage(RUSAGE_CHILDREN, &ending.children_after);
+    ending.wall = wall_;
+    ending.kill_reason = kill_reason_;
+    ending.stdout_truncated = stdout_.truncated;
+    ending.stderr_truncated = stderr_.truncated;
+    return Judge(ending, request_);
+  }
+
+  Connection& connection_;
+  const ChildSignals& signals_;
+  const ExecRequest& request_;
+  Workload workload_;
+  Stream stdout_;
+  Stream stderr_;
+  std::string buffer_;
+  size_t stdin_offset_ = 0;
+  std::optional<Clock::time_point> deadline_;
+  std::optional<Clock::time_point> drain_deadline_;
+  std::optional<MainExit> main_exit_;
+  milliseconds wall_{0};
+  KillReason kill_reason_ = KillReason::kNone;
+};
+
+}  // namespace
+
+ExecReport PumpExec(Connection& connection, const ChildSignals& signals, const ExecRequest& request,
+                    Workload workload) {
+  return ExecPump(connection, signals, request, std::move(workload)).Run();
+}
+
+}  // namespace smolbox::agent

@@ -1,0 +1,22 @@
+// Running one started workload to its end, in one poll loop (after sandbox2's monitor): it
+// feeds stdin, relays stdout and stderr to the host as they come and under the output cap,
+// enforces the wall deadline, watches the host, and reaps.
+//
+//   auto workload = StartWorkload(request, seccomp);
+//   ExecReport report = PumpExec(connection, signals, request, std::move(*workload));
+//   connection.Send(EncodeExit(report));
+#pragma once
+
+#include "connection.h"
+#include "exec.h"
+#include "exec_protocol.h"
+#include "reaper.h"
+
+namespace smolbox::agent {
+
+// When the main process ends, so does the exec: whatever it left running is killed. Returns
+// once the whole tree is gone (or is left to the host's backstop after a bounded wait).
+ExecReport PumpExec(Connection& connection, const ChildSignals& signals, const ExecRequest& request,
+                    Workload workload);
+
+}  // namespace smolbox::agent
