@@ -121,6 +121,7 @@ Expected<void> ExecAgent(const ContainPlan& plan) {
 
 Expected<void> Contain(ContainPlan& plan) {
   SMOLBOX_TRY(AwaitGo(plan.channel_fd));  // id maps written, cgroup joined
+  SMOLBOX_TRY(OpenSources(plan.root));      // with the runtime's filesystem ids, not ours
   SMOLBOX_TRY(BecomeSetupRoot(plan.identity));
   SMOLBOX_TRY(DieWithParent());  // after the uid change, which clears it
   SMOLBOX_TRY(EnterCgroupNamespace());

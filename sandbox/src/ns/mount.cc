@@ -216,7 +216,33 @@ Expected<void> MountVolumes(const RootPlan& plan) {
   return {};
 }
 
+Expected<int> OpenPath(const std::string& path, int flags, const std::string& what) {
+  int fd = open(path.c_str(), O_PATH | O_CLOEXEC | flags);
+  if (fd < 0) return std::unexpected(Error::Sys(fmt::format("open {} {}", what, path)));
+  return fd;
+}
+
 }  // namespace
+
+Expected<void> OpenSources(RootPlan& plan) {
+  if (!plan.image.empty()) {
+    auto fd = OpenPath(plan.image, O_DIRECTORY, "image");
+    if (!fd) return std::unexpected(fd.error());
+    plan.image_fd = *fd;
+  }
+  if (!plan.storage.empty()) {
+    auto fd = OpenPath(plan.storage, O_DIRECTORY | O_NOFOLLOW, "storage");
+    if (!fd) return std::unexpected(fd.error());
+    plan.storage_fd = *fd;
+  }
+  for (auto& v : plan.volumes) {
+    if (!v.read_only) continue;
+    auto fd = OpenPath(v.source, 0, "volume");
+    if (!fd) return std::unexpected(fd.error());
+    v.source_fd = *fd;
+  }
+  return {};
+}
 
 std::string FdPath(int fd) { return fmt::format("/proc/self/fd/{}", fd); }
 

@@ -2,8 +2,9 @@
 // then pivot_root into it with the host's root detached.
 //
 // Runs inside the sandbox's new user and mount namespaces, before the agent starts. Host
-// sources arrive as descriptors the runtime opened, so setup never resolves a host path with
-// the sandbox's (unprivileged) ids.
+// sources are opened first, while the setup still has the runtime's filesystem ids, and are
+// mounted later through their descriptors. (A bind source must belong to the caller's own mount
+// namespace, so the runtime cannot open them for us.)
 #pragma once
 
 #include <sys/types.h>
@@ -18,20 +19,25 @@ namespace smolbox::ns {
 struct VolumeBind {
   std::string target;
   bool read_only = true;
-  int source_fd = -1;       // ro: the host file or directory
+  std::string source;       // ro: the host file or directory
+  int source_fd = -1;       //     and its descriptor, from OpenSources
   std::string storage_dir;  // rw: its copy in the storage
 };
 
 struct RootPlan {
-  std::string newroot;    // an empty host directory to build on
-  int image_fd = -1;      // a rootfs directory; -1 for the host image
-  int storage_fd = -1;    // the sandbox's writable filesystem
+  std::string newroot;      // an empty host directory to build on
+  std::string image;        // a rootfs directory; empty for the host image
+  int image_fd = -1;
+  std::string storage;      // where the sandbox's writable filesystem is mounted
+  int storage_fd = -1;
   std::vector<VolumeBind> volumes;  // sorted so parents come before children
   std::string workdir;
   uid_t uid = 0;  // the workload's, for /etc/passwd
   gid_t gid = 0;
 };
 
+// Opens the image, the storage and the ro volume sources, in this mount namespace.
+Expected<void> OpenSources(RootPlan& plan);
 Expected<void> BuildRoot(const RootPlan& plan);
 // pivot_root into newroot and detach the old root, so no host path is reachable.
 Expected<void> PivotInto(const std::string& newroot);

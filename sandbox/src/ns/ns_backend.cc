@@ -4,6 +4,7 @@
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
+#include <sys/mount.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -50,7 +51,6 @@ struct Sandbox {
   std::optional<RunDir> dir;
   std::optional<Cgroup> cgroup;
   Identity identity;
-  UniqueFd image;
   std::vector<HostVolume> volumes;
   std::optional<Storage> storage;
   UniqueFd agent;
@@ -64,12 +64,17 @@ struct Sandbox {
   }
 };
 
-Expected<void> OpenImage(const RunSpec& spec, Sandbox& box) {
-  if (spec.image == "host") return {};
-  box.image.Reset(open(spec.image.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
-  if (!box.image.valid()) {
-    return std::unexpected(Error{"image", fmt::format("no such local image \"{}\"", spec.image), errno});
+// The storage is mounted in a mount namespace of the runtime's own, which the sandbox's copies;
+// the host never sees it, and it vanishes with this process however it ends.
+Expected<void> EnterPrivateMountNamespace() {
+  static bool entered = false;
+  if (entered) return {};
+  if (unshare(CLONE_NEWNS) != 0) return std::unexpected(Error::Sys("unshare CLONE_NEWNS"));
+  // Slave: host mounts still appear here, nothing of ours goes back.
+  if (mount(nullptr, "/", nullptr, MS_REC | MS_SLAVE, nullptr) != 0) {
+    return std::unexpected(Error::Sys("mount --make-rslave /"));
   }
+  entered = true;
   return {};
 }
 
@@ -117,14 +122,14 @@ ContainPlan MakePlan(const RunSpec& spec, const Sandbox& box, int child_channel)
   plan.agent_fd = box.agent.get();
   plan.storage_mib = spec.limits.storage_mib;
   plan.root.newroot = box.dir->RootMountpoint();
-  plan.root.image_fd = box.image.get();
+  if (spec.image != "host") plan.root.image = spec.image;
   plan.root.workdir = spec.workdir;
   plan.root.uid = box.identity.uid;
   plan.root.gid = box.identity.gid;
-  if (box.storage) plan.root.storage_fd = box.storage->root_fd();
+  if (box.storage) plan.root.storage = box.storage->mountpoint();
   else plan.tmpfs_storage_mountpoint = box.dir->path() + "/storage";
   for (const auto& v : box.volumes) {
-    plan.root.volumes.push_back(VolumeBind{v.mount->target, v.mount->read_only, v.fd.get(),
+    plan.root.volumes.push_back(VolumeBind{v.mount->target, v.mount->read_only, v.mount->source, -1,
                                            Storage::VolumeDir(v.storage_index)});
   }
   std::sort(plan.root.volumes.begin(), plan.root.volumes.end(),
@@ -145,7 +150,8 @@ Expected<void> StartSandbox(const RunSpec& spec, Sandbox& box) {
   long pid = syscall(SYS_clone, flags, nullptr, &pidfd, nullptr, 0);
   if (pid < 0) return std::unexpected(Error::Sys("clone with new namespaces"));
   if (pid == 0) {
-    box.channel.Release();
+    // Our copy of the runtime's end must go, or a dead runtime would never read as EOF here.
+    close(box.channel.Release());
     ContainAndExecAgent(std::move(plan));
   }
   box.pid = static_cast<pid_t>(pid);
@@ -175,7 +181,7 @@ Expected<void> AwaitReady(const RunSpec& spec, Sandbox& box, RunResult& result) 
   if (!message) return std::unexpected(message.error());
   if (message->first.Type() == "storage") {
     // Rootless: the setup mounted its tmpfs and sent it; lay it out and fill it, then go on.
-    box.storage = Storage::Adopt(std::move(message->second));
+    box.storage.emplace(Storage::Adopt(std::move(message->second)));
     if (auto ok = FillStorage(spec, box, result); !ok) return ok;
     if (auto ok = channel::WriteMessage(box.channel.get(), channel::Message{{{"type", "go"}}, ""}); !ok) return ok;
     message = AwaitSetup(box);
@@ -298,7 +304,6 @@ void StopAgent(Sandbox& box) {
 
 Expected<void> Prepare(const RunSpec& spec, Sandbox& box, RunResult& result) {
   box.identity = PlanIdentity(spec.user);
-  if (auto ok = OpenImage(spec, box); !ok) return ok;
   if (auto ok = OpenVolumes(spec, box); !ok) return ok;
   auto dir = RunDir::Create();
   if (!dir) return std::unexpected(dir.error());
@@ -307,6 +312,7 @@ Expected<void> Prepare(const RunSpec& spec, Sandbox& box, RunResult& result) {
   box.cgroup.emplace(Cgroup::Create(box.dir->id(), {spec.limits.memory_mib << 20, spec.limits.cpus,
                                                     spec.limits.pids + 1}));
   if (!box.identity.rootless) {
+    if (auto ok = EnterPrivateMountNamespace(); !ok) return ok;
     auto storage = Storage::CreateDisk(spec.limits.storage_mib, box.dir->path() + "/storage");
     if (!storage) return std::unexpected(storage.error());
     box.storage.emplace(std::move(*storage));

@@ -89,16 +89,20 @@ Expected<Storage> Storage::CreateDisk(int64_t size_mib, const std::string& mount
     rmdir(mountpoint.c_str());
     return std::unexpected(Error::Sys("mount ext4 storage on " + mountpoint));
   }
-  UniqueFd root(open(mountpoint.c_str(), O_DIRECTORY | O_RDONLY | O_CLOEXEC));
-  // Our fd keeps the filesystem alive; the name is only needed by the sandbox's setup, which
-  // receives the directory through that fd.
-  umount2(mountpoint.c_str(), MNT_DETACH);
-  rmdir(mountpoint.c_str());
-  if (!root.valid()) return std::unexpected(Error::Sys("open storage root"));
-  return Storage(std::move(root), true);
+  Storage storage(UniqueFd(open(mountpoint.c_str(), O_DIRECTORY | O_RDONLY | O_CLOEXEC)), mountpoint);
+  if (!storage.root_.valid()) return std::unexpected(Error::Sys("open storage root"));
+  return storage;
 }
 
-Storage Storage::Adopt(UniqueFd root) { return Storage(std::move(root), false); }
+Storage Storage::Adopt(UniqueFd root) { return Storage(std::move(root), ""); }
+
+Storage::~Storage() {
+  if (mountpoint_.empty()) return;
+  // The loop device detaches itself once the last mount, the sandbox's included, is gone.
+  root_.Reset();
+  umount2(mountpoint_.c_str(), MNT_DETACH);
+  rmdir(mountpoint_.c_str());
+}
 
 Expected<void> Storage::MakeLayout(uid_t uid, gid_t gid, size_t rw_volumes) const {
   std::vector<std::pair<std::string, mode_t>> dirs = {{"tmp", 01777}, {"work", 0755}, {"shm", 01777}};

@@ -2,8 +2,8 @@
 // filesystem, so one quota bounds all that the sandbox can write.
 //
 // As root it is an ext4 image on disk, so the quota can exceed the memory limit: the image file
-// is unlinked as soon as the loop device holds it, and the mount exists only in the runtime's
-// private mount namespace, so a killed runtime leaves neither behind. Rootless, the sandbox's
+// never has a name, and the mount exists only in the runtime's private mount namespace, so a
+// killed runtime leaves neither behind. Rootless, the sandbox's
 // setup mounts a size-capped tmpfs (which costs RAM) and hands the runtime a descriptor to it.
 //
 //   auto storage = Storage::CreateDisk(128, run_dir + "/storage");
@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 
 #include "smolbox/error.h"
 #include "unique_fd.h"
@@ -22,12 +23,21 @@ namespace smolbox::ns {
 
 class Storage {
  public:
-  // Root only: an ext4 image of size_mib, loop-mounted at mountpoint.
+  // Root only: an ext4 image of size_mib, loop-mounted at mountpoint (in a private mount
+  // namespace: see EnterPrivateMountNamespace) until destroyed.
   static Expected<Storage> CreateDisk(int64_t size_mib, const std::string& mountpoint);
   // A tmpfs the sandbox's setup mounted, by a directory fd it sent us.
   static Storage Adopt(UniqueFd root);
 
+  Storage(Storage&& other) noexcept
+      : root_(std::move(other.root_)),
+        mountpoint_(std::exchange(other.mountpoint_, {})),
+        disk_backed_(other.disk_backed_) {}
+  Storage& operator=(Storage&&) = delete;
+  ~Storage();
+
   int root_fd() const { return root_.get(); }
+  const std::string& mountpoint() const { return mountpoint_; }
   bool disk_backed() const { return disk_backed_; }
   // Creates tmp/, work/, shm/ and vol<N>/ for each rw volume, owned by the sandbox user.
   Expected<void> MakeLayout(uid_t uid, gid_t gid, size_t rw_volumes) const;
@@ -37,8 +47,10 @@ class Storage {
   static std::string VolumeDir(size_t index) { return "vol" + std::to_string(index); }
 
  private:
-  Storage(UniqueFd root, bool disk_backed) : root_(std::move(root)), disk_backed_(disk_backed) {}
+  Storage(UniqueFd root, std::string mountpoint)
+      : root_(std::move(root)), mountpoint_(std::move(mountpoint)), disk_backed_(!mountpoint_.empty()) {}
   UniqueFd root_;
+  std::string mountpoint_;  // disk-backed only
   bool disk_backed_ = false;
 };
 
