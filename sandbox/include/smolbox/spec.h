@@ -60,10 +60,13 @@ Expected<void> ValidateRunSpec(const RunSpec& spec);
 std::string ToString(BackendKind kind);
 std::string ToString(UserKind kind);
 Expected<BackendKind> ParseBackendKind(const std::string& name);
+Expected<UserKind> ParseUserKind(const std::string& name);
 // "HOST:GUEST[:ro|rw]" as docker's -v; rw when the mode is omitted.
 Expected<Mount> ParseVolume(const std::string& text);
 
 // Bounds on each limit, shared by the validator and the CLI's help text.
+inline constexpr int64_t kMinMemoryMiB = 16;
+inline constexpr int64_t kMinFiles = 16;
 inline constexpr int64_t kMaxTimeoutMs = 24LL * 3600 * 1000;
 inline constexpr int64_t kMaxMemoryMiB = 256 * 1024;
 inline constexpr int64_t kMaxPids = 65536;

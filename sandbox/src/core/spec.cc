@@ -1,0 +1,571 @@
+#include "smolbox/spec.h"
+
+#include <fmt/format.h>
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cstdint>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <string_view>
+
+namespace smolbox {
+namespace {
+
+using nlohmann::json;
+
+std::unexpected<Error> Fail(std::string field, std::string reason) {
+  return std::unexpected(Error::Field(std::move(field), std::move(reason)));
+}
+
+std::string Join(std::string_view path, std::string_view key) {
+  return path.empty() ? std::string(key) : fmt::format("{}.{}", path, key);
+}
+
+// Error messages are one line: anything unprintable in user input is escaped.
+std::string Printable(std::string_view text) {
+  for (char c : text) {
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) return fmt::format("{:?}", text);
+  }
+  return std::string(text);
+}
+
+bool HasNul(std::string_view text) { return text.find('\0') != std::string_view::npos; }
+
+// ---------------------------------------------------------------------------
+// JSON parsing: every value is checked for its type, every key against a table.
+
+Expected<std::string> GetString(const json& v, const std::string& path) {
+  if (!v.is_string()) return Fail(path, "must be a string");
+  return v.get<std::string>();
+}
+
+Expected<int64_t> GetInteger(const json& v, const std::string& path) {
+  if (v.is_number_unsigned() &&
+      v.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+    return Fail(path, "is out of range");
+  }
+  if (!v.is_number_integer()) return Fail(path, "must be an integer");
+  return v.get<int64_t>();
+}
+
+Expected<std::vector<std::string>> GetStringArray(const json& v, const std::string& path) {
+  if (!v.is_array()) return Fail(path, "must be an array of strings");
+  std::vector<std::string> out;
+  for (size_t i = 0; i < v.size(); ++i) {
+    auto s = GetString(v[i], fmt::format("{}[{}]", path, i));
+    if (!s) return std::unexpected(s.error());
+    out.push_back(std::move(*s));
+  }
+  return out;
+}
+
+Expected<std::map<std::string, std::string>> GetStringMap(const json& v, const std::string& path) {
+  if (!v.is_object()) return Fail(path, "must be an object of strings");
+  std::map<std::string, std::string> out;
+  for (const auto& [key, value] : v.items()) {
+    auto s = GetString(value, Join(path, key));
+    if (!s) return std::unexpected(s.error());
+    out.emplace(key, std::move(*s));
+  }
+  return out;
+}
+
+template <typename T>
+using FieldParser = Expected<void> (*)(const json& value, const std::string& path, T& out);
+template <typename T>
+using FieldTable = std::map<std::string_view, FieldParser<T>>;
+
+template <typename T>
+Expected<void> ParseObject(const json& v, const std::string& path, const FieldTable<T>& table,
+                           T& out) {
+  if (!v.is_object()) return Fail(path.empty() ? "spec" : path, "must be an object");
+  for (const auto& [key, value] : v.items()) {
+    std::string field = Join(path, key);
+    auto it = table.find(key);
+    if (it == table.end()) return Fail(field, "unknown field");
+    if (auto ok = it->second(value, field, out); !ok) return ok;
+  }
+  return {};
+}
+
+template <auto Member, typename T>
+Expected<void> SetString(const json& v, const std::string& path, T& out) {
+  auto s = GetString(v, path);
+  if (!s) return std::unexpected(s.error());
+  out.*Member = std::move(*s);
+  return {};
+}
+
+// null means "unset" for the optional fields, so a spec can be written out whole.
+template <auto Member, typename T>
+Expected<void> SetOptionalString(const json& v, const std::string& path, T& out) {
+  if (v.is_null()) return {};
+  return SetString<Member>(v, path, out);
+}
+
+template <auto Member, typename T>
+Expected<void> SetInteger(const json& v, const std::string& path, T& out) {
+  auto n = GetInteger(v, path);
+  if (!n) return std::unexpected(n.error());
+  out.*Member = *n;
+  return {};
+}
+
+Expected<void> SetCpuMs(const json& v, const std::string& path, Limits& out) {
+  if (v.is_null()) return {};
+  return SetInteger<&Limits::cpu_ms>(v, path, out);
+}
+
+Expected<void> SetCpus(const json& v, const std::string& path, Limits& out) {
+  if (!v.is_number()) return Fail(path, "must be a number");
+  out.cpus = v.get<double>();
+  return {};
+}
+
+const FieldTable<Limits>& LimitFields() {
+  static const FieldTable<Limits> table = {
+      {"timeout_ms", SetInteger<&Limits::timeout_ms>},
+      {"cpu_ms", SetCpuMs},
+      {"memory_mib", SetInteger<&Limits::memory_mib>},
+      {"cpus", SetCpus},
+      {"pids", SetInteger<&Limits::pids>},
+      {"storage_mib", SetInteger<&Limits::storage_mib>},
+      {"output_bytes", SetInteger<&Limits::output_bytes>},
+      {"files", SetInteger<&Limits::files>},
+  };
+  return table;
+}
+
+Expected<void> SetMountMode(const json& v, const std::string& path, Mount& out) {
+  auto mode = GetString(v, path);
+  if (!mode) return std::unexpected(mode.error());
+  if (*mode != "ro" && *mode != "rw") {
+    return Fail(path, fmt::format("must be ro or rw (got {:?})", *mode));
+  }
+  out.read_only = *mode == "ro";
+  return {};
+}
+
+Expected<Mount> ParseMount(const json& v, const std::string& path) {
+  static const FieldTable<Mount> table = {
+      {"source", SetString<&Mount::source>},
+      {"target", SetString<&Mount::target>},
+      {"mode", SetMountMode},
+  };
+  Mount mount;
+  if (auto ok = ParseObject(v, path, table, mount); !ok) return std::unexpected(ok.error());
+  for (std::string_view required : {"source", "target"}) {
+    if (!v.contains(required)) return Fail(Join(path, required), "is required");
+  }
+  return mount;
+}
+
+Expected<void> SetMounts(const json& v, const std::string& path, RunSpec& out) {
+  if (!v.is_array()) return Fail(path, "must be an array of mounts");
+  for (size_t i = 0; i < v.size(); ++i) {
+    auto mount = ParseMount(v[i], fmt::format("{}[{}]", path, i));
+    if (!mount) return std::unexpected(mount.error());
+    out.mounts.push_back(std::move(*mount));
+  }
+  return {};
+}
+
+Expected<void> SetBackend(const json& v, const std::string& path, RunSpec& out) {
+  auto name = GetString(v, path);
+  if (!name) return std::unexpected(name.error());
+  auto kind = ParseBackendKind(*name);
+  if (!kind) return std::unexpected(kind.error());
+  out.backend = *kind;
+  return {};
+}
+
+Expected<void> SetUser(const json& v, const std::string& path, RunSpec& out) {
+  auto name = GetString(v, path);
+  if (!name) return std::unexpected(name.error());
+  auto kind = ParseUserKind(*name);
+  if (!kind) return std::unexpected(kind.error());
+  out.user = *kind;
+  return {};
+}
+
+Expected<void> SetNetwork(const json& v, const std::string& path, RunSpec& out) {
+  if (!v.is_string() || v.get<std::string>() != "none") {
+    return Fail(path, "only \"none\" is supported");
+  }
+  out.network = NetworkMode::kNone;
+  return {};
+}
+
+Expected<void> SetArgv(const json& v, const std::string& path, RunSpec& out) {
+  auto argv = GetStringArray(v, path);
+  if (!argv) return std::unexpected(argv.error());
+  out.argv = std::move(*argv);
+  return {};
+}
+
+Expected<void> SetEnv(const json& v, const std::string& path, RunSpec& out) {
+  auto env = GetStringMap(v, path);
+  if (!env) return std::unexpected(env.error());
+  out.env = std::move(*env);
+  return {};
+}
+
+Expected<void> SetLimits(const json& v, const std::string& path, RunSpec& out) {
+  return ParseObject(v, path, LimitFields(), out.limits);
+}
+
+const FieldTable<RunSpec>& SpecFields() {
+  static const FieldTable<RunSpec> table = {
+      {"backend", SetBackend},
+      {"image", SetString<&RunSpec::image>},
+      {"argv", SetArgv},
+      {"stdin", SetOptionalString<&RunSpec::stdin_data>},
+      {"stdin_file", SetOptionalString<&RunSpec::stdin_file>},
+      {"env", SetEnv},
+      {"workdir", SetString<&RunSpec::workdir>},
+      {"limits", SetLimits},
+      {"network", SetNetwork},
+      {"mounts", SetMounts},
+      {"user", SetUser},
+  };
+  return table;
+}
+
+// nlohmann keeps the last of two equal keys without a word. A strict spec refuses
+// them: a reviewer reading the first one would be misled about what runs.
+class DuplicateKeyFinder {
+ public:
+  bool OnEvent(json::parse_event_t event, const json& parsed) {
+    using E = json::parse_event_t;
+    if (event == E::object_start || event == E::array_start) {
+      std::string path = ChildPath();
+      stack_.push_back(Frame{std::move(path), event == E::array_start, 0, {}, {}});
+    } else if (event == E::object_end || event == E::array_end) {
+      stack_.pop_back();
+    } else if (event == E::key) {
+      Frame& frame = stack_.back();
+      frame.key = parsed.get<std::string>();
+      if (!frame.keys.insert(frame.key).second && !error_) {
+        error_ = Error::Field(Join(frame.path, frame.key), "duplicate field");
+      }
+    } else if (event == E::value && !stack_.empty() && stack_.back().is_array) {
+      ++stack_.back().index;
+    }
+    return true;
+  }
+  const std::optional<Error>& error() const { return error_; }
+
+ private:
+  struct Frame {
+    std::string path;
+    bool is_array;
+    size_t index;
+    std::set<std::string> keys;
+    std::string key;
+  };
+
+  std::string ChildPath() {
+    if (stack_.empty()) return "";
+    Frame& parent = stack_.back();
+    if (parent.is_array) return fmt::format("{}[{}]", parent.path, parent.index++);
+    return Join(parent.path, parent.key);
+  }
+
+  std::vector<Frame> stack_;
+  std::optional<Error> error_;
+};
+
+// "[json.exception.parse_error.101] parse error at line 1, column 2: syntax error ..."
+// keeps only "syntax error ...": the byte offset is reported separately.
+std::string ParseErrorReason(const json::parse_error& e) {
+  std::string_view what = e.what();
+  if (size_t bracket = what.find("] "); bracket != std::string_view::npos) {
+    what.remove_prefix(bracket + 2);
+  }
+  if (size_t colon = what.find(": "); colon != std::string_view::npos) {
+    what.remove_prefix(colon + 2);
+  }
+  return std::string(what);
+}
+
+Expected<json> ParseJson(const std::string& text) {
+  DuplicateKeyFinder finder;
+  json doc;
+  try {
+    doc = json::parse(text, [&finder](int, json::parse_event_t event, json& parsed) {
+      return finder.OnEvent(event, parsed);
+    });
+  } catch (const json::parse_error& e) {
+    return Fail("spec", fmt::format("malformed JSON at byte {}: {}", e.byte, ParseErrorReason(e)));
+  }
+  if (finder.error()) return std::unexpected(*finder.error());
+  return doc;
+}
+
+// ---------------------------------------------------------------------------
+// Validation: ranges, paths and combinations.
+
+struct IntRange {
+  std::string_view field;
+  int64_t value;
+  int64_t min;
+  int64_t max;
+  std::string_view unit;
+};
+
+Expected<void> CheckRange(const IntRange& r) {
+  if (r.value >= r.min && r.value <= r.max) return {};
+  std::string unit = r.unit.empty() ? "" : fmt::format(" {}", r.unit);
+  return Fail(fmt::format("limits.{}", r.field),
+              fmt::format("must be between {} and {}{} (got {})", r.min, r.max, unit, r.value));
+}
+
+Expected<void> CheckLimits(const RunSpec& spec) {
+  const Limits& l = spec.limits;
+  const IntRange ranges[] = {
+      {"timeout_ms", l.timeout_ms, 1, kMaxTimeoutMs, "ms"},
+      {"cpu_ms", l.cpu_ms.value_or(1), 1, kMaxTimeoutMs, "ms"},
+      {"memory_mib", l.memory_mib, kMinMemoryMiB, kMaxMemoryMiB, "MiB"},
+      {"pids", l.pids, 1, kMaxPids, ""},
+      {"storage_mib", l.storage_mib, 1, kMaxStorageMiB, "MiB"},
+      {"output_bytes", l.output_bytes, 1, kMaxOutputBytes, "bytes"},
+      {"files", l.files, kMinFiles, kMaxFiles, ""},
+  };
+  for (const IntRange& range : ranges) {
+    if (auto ok = CheckRange(range); !ok) return ok;
+  }
+  // Written so that NaN fails too.
+  if (!(l.cpus > 0 && l.cpus <= kMaxCpus)) {
+    return Fail("limits.cpus",
+                fmt::format("must be greater than 0 and at most {} (got {})", kMaxCpus, l.cpus));
+  }
+  return {};
+}
+
+Expected<void> CheckArgv(const RunSpec& spec) {
+  if (spec.argv.empty() || spec.argv[0].empty()) return Fail("argv", "the command is empty");
+  for (size_t i = 0; i < spec.argv.size(); ++i) {
+    if (HasNul(spec.argv[i])) return Fail(fmt::format("argv[{}]", i), "contains a NUL byte");
+  }
+  return {};
+}
+
+Expected<void> CheckEnv(const RunSpec& spec) {
+  for (const auto& [key, value] : spec.env) {
+    if (key.empty()) return Fail("env", "a variable name is empty");
+    if (HasNul(key)) return Fail("env", fmt::format("variable name {:?} contains a NUL byte", key));
+    if (key.find('=') != std::string::npos) {
+      return Fail("env", fmt::format("variable name {:?} contains \"=\"", key));
+    }
+    if (HasNul(value)) return Fail(Join("env", key), "contains a NUL byte");
+  }
+  return {};
+}
+
+std::vector<std::string_view> Components(std::string_view path) {
+  std::vector<std::string_view> out;
+  while (!path.empty()) {
+    size_t slash = path.find('/');
+    std::string_view part = path.substr(0, slash);
+    if (!part.empty()) out.push_back(part);
+    path.remove_prefix(slash == std::string_view::npos ? path.size() : slash + 1);
+  }
+  return out;
+}
+
+// The sandbox mounts its own /proc, /dev and /sys; nothing may cover or reach into them.
+std::optional<std::string> SystemDirOf(std::string_view path) {
+  auto parts = Components(path);
+  if (parts.empty()) return std::nullopt;
+  for (std::string_view dir : {"proc", "dev", "sys"}) {
+    if (parts[0] == dir) return fmt::format("/{}", dir);
+  }
+  return std::nullopt;
+}
+
+// Absolute, free of NUL and of "." and ".." components.
+Expected<void> CheckGuestPath(std::string_view path, const std::string& field) {
+  if (HasNul(path)) return Fail(field, "contains a NUL byte");
+  if (path.empty() || path[0] != '/') {
+    return Fail(field, fmt::format("must be an absolute path (got {:?})", path));
+  }
+  for (std::string_view part : Components(path)) {
+    if (part == "." || part == "..") {
+      return Fail(field, fmt::format("must not contain \".\" or \"..\" (got {})", Printable(path)));
+    }
+  }
+  return {};
+}
+
+Expected<void> CheckWorkdir(const RunSpec& spec) {
+  if (auto ok = CheckGuestPath(spec.workdir, "workdir"); !ok) return ok;
+  if (auto dir = SystemDirOf(spec.workdir)) {
+    return Fail("workdir",
+                fmt::format("must not be under {} (got {})", *dir, Printable(spec.workdir)));
+  }
+  return {};
+}
+
+// A failed stat() as an error: a missing path in words, anything else with errno.
+Error StatError(const std::string& field, const std::string& path, int err) {
+  if (err == ENOENT || err == ENOTDIR) {
+    return Error::Field(field, fmt::format("{} does not exist", Printable(path)));
+  }
+  return Error{field, fmt::format("cannot stat {}", Printable(path)), err};
+}
+
+Expected<void> CheckStdin(const RunSpec& spec) {
+  if (!spec.stdin_file) return {};
+  if (spec.stdin_data) return Fail("stdin_file", "cannot be combined with stdin");
+  const std::string& path = *spec.stdin_file;
+  if (HasNul(path)) return Fail("stdin_file", "contains a NUL byte");
+  struct stat st {};
+  if (stat(path.c_str(), &st) != 0) return std::unexpected(StatError("stdin_file", path, errno));
+  if (!S_ISREG(st.st_mode)) {
+    return Fail("stdin_file", fmt::format("{} is not a regular file", Printable(path)));
+  }
+  return {};
+}
+
+Expected<void> CheckImage(const RunSpec& spec) {
+  const std::string& image = spec.image;
+  if (image == "host") return {};
+  auto not_found = [&] {
+    return Fail("image", fmt::format("no such local image {:?} (images are never pulled)", image));
+  };
+  if (image.empty() || image[0] != '/' || HasNul(image)) return not_found();
+  struct stat st {};
+  if (stat(image.c_str(), &st) != 0) {
+    if (errno == ENOENT || errno == ENOTDIR) return not_found();
+    return std::unexpected(Error{"image", fmt::format("cannot stat {}", Printable(image)), errno});
+  }
+  if (!S_ISDIR(st.st_mode)) {
+    return Fail("image", fmt::format("{} is not a directory", Printable(image)));
+  }
+  return {};
+}
+
+Expected<void> CheckMountTarget(const std::string& target, const std::string& field) {
+  if (auto ok = CheckGuestPath(target, field); !ok) return ok;
+  if (target == "/") return Fail(field, "must not be /");
+  if (target.find("//") != std::string::npos || target.back() == '/') {
+    return Fail(field,
+                fmt::format("must be normalized, without \"//\" or a trailing \"/\" (got {})",
+                            Printable(target)));
+  }
+  if (auto dir = SystemDirOf(target)) {
+    return Fail(field, fmt::format("{} shadows {}", Printable(target), *dir));
+  }
+  return {};
+}
+
+// lstat(): a symlink as the source is refused rather than followed to wherever it points.
+Expected<void> CheckMountSource(const std::string& source, const std::string& field) {
+  if (HasNul(source)) return Fail(field, "contains a NUL byte");
+  if (source.empty() || source[0] != '/') {
+    return Fail(field, fmt::format("must be an absolute path (got {:?})", source));
+  }
+  struct stat st {};
+  if (lstat(source.c_str(), &st) != 0) return std::unexpected(StatError(field, source, errno));
+  if (!S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode)) {
+    return Fail(field, fmt::format("{} is not a directory or a regular file", Printable(source)));
+  }
+  return {};
+}
+
+Expected<void> CheckMounts(const RunSpec& spec) {
+  std::map<std::string, size_t> targets;
+  for (size_t i = 0; i < spec.mounts.size(); ++i) {
+    const Mount& m = spec.mounts[i];
+    std::string field = fmt::format("mounts[{}]", i);
+    if (auto ok = CheckMountTarget(m.target, field + ".target"); !ok) return ok;
+    auto [it, inserted] = targets.emplace(m.target, i);
+    if (!inserted) {
+      return Fail(field + ".target", fmt::format("{} is also the target of mounts[{}]",
+                                                 Printable(m.target), it->second));
+    }
+    if (auto ok = CheckMountSource(m.source, field + ".source"); !ok) return ok;
+  }
+  return {};
+}
+
+}  // namespace
+
+Expected<RunSpec> ParseRunSpec(const std::string& json_text) {
+  auto doc = ParseJson(json_text);
+  if (!doc) return std::unexpected(doc.error());
+  RunSpec spec;
+  if (auto ok = ParseObject(*doc, "", SpecFields(), spec); !ok) return std::unexpected(ok.error());
+  return spec;
+}
+
+Expected<void> ValidateRunSpec(const RunSpec& spec) {
+  using Check = Expected<void> (*)(const RunSpec&);
+  // The checks that need no host access come first; then the ones that stat.
+  for (Check check :
+       {CheckArgv, CheckEnv, CheckLimits, CheckWorkdir, CheckStdin, CheckImage, CheckMounts}) {
+    if (auto ok = check(spec); !ok) return ok;
+  }
+  return {};
+}
+
+std::string ToString(BackendKind kind) {
+  switch (kind) {
+    case BackendKind::kAuto:
+      return "auto";
+    case BackendKind::kNs:
+      return "ns";
+    case BackendKind::kVm:
+      return "vm";
+  }
+  return "unknown";
+}
+
+std::string ToString(UserKind kind) {
+  switch (kind) {
+    case UserKind::kSandbox:
+      return "sandbox";
+    case UserKind::kRoot:
+      return "root";
+  }
+  return "unknown";
+}
+
+Expected<BackendKind> ParseBackendKind(const std::string& name) {
+  for (BackendKind kind : {BackendKind::kAuto, BackendKind::kNs, BackendKind::kVm}) {
+    if (name == ToString(kind)) return kind;
+  }
+  return Fail("backend", fmt::format("must be auto, ns or vm (got {:?})", name));
+}
+
+Expected<UserKind> ParseUserKind(const std::string& name) {
+  for (UserKind kind : {UserKind::kSandbox, UserKind::kRoot}) {
+    if (name == ToString(kind)) return kind;
+  }
+  return Fail("user", fmt::format("must be sandbox or root (got {:?})", name));
+}
+
+Expected<Mount> ParseVolume(const std::string& text) {
+  std::vector<std::string> parts;
+  for (size_t start = 0;;) {
+    size_t colon = text.find(':', start);
+    parts.push_back(text.substr(start, colon - start));
+    if (colon == std::string::npos) break;
+    start = colon + 1;
+  }
+  if (parts.size() < 2 || parts.size() > 3 || parts[0].empty() || parts[1].empty()) {
+    return Fail("--volume", fmt::format("expected HOST:GUEST[:ro|rw] (got {:?})", text));
+  }
+  Mount mount{parts[0], parts[1], false};
+  if (parts.size() == 3) {
+    if (parts[2] != "ro" && parts[2] != "rw") {
+      return Fail("--volume", fmt::format("mode must be ro or rw (got {:?})", parts[2]));
+    }
+    mount.read_only = parts[2] == "ro";
+  }
+  return mount;
+}
+
+}  // namespace smolbox
