@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json_fwd.hpp>
@@ -60,5 +61,7 @@ std::string ToString(Status status);
 nlohmann::json ToJson(const RunResult& result);
 // Exit code of `smolbox run` for this result, after timeout(1) and docker.
 int CliExitCode(const RunResult& result);
+// Replaces each invalid UTF-8 sequence with U+FFFD, so the text can go into JSON.
+std::string ToValidUtf8(std::string_view text);
 
 }  // namespace smolbox
