@@ -1,0 +1,399 @@
+// smolbox: the command-line front end.
+//
+//   smolbox run --mem 256M --timeout 5s -- python3 -c 'print(1)'
+//   smolbox run --spec job.json --json
+//
+// Flags become a RunSpec, which is validated and run on a backend; the RunResult
+// is passed through (or printed as JSON) and becomes the exit code.
+#include <fmt/format.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <cstdio>
+#include <exception>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "smolbox/backend.h"
+#include "smolbox/result.h"
+#include "smolbox/spec.h"
+#include "smolbox/units.h"
+
+namespace {
+
+using smolbox::Error;
+using smolbox::Expected;
+
+// As docker: an error of smolbox itself rather than of the workload.
+constexpr int kExitSmolboxError = 125;
+// Bounds what a --spec file can make us read (and what --spec /dev/zero costs).
+constexpr size_t kMaxSpecBytes = 64 << 20;
+
+// A flag's raw text and whether it was given. Values are parsed by our own
+// functions, not CLI11's, so that every bad value gets the same one-line error.
+struct Flag {
+  std::string value;
+  CLI::Option* option = nullptr;
+  explicit operator bool() const { return option != nullptr && option->count() > 0; }
+};
+
+struct RunFlags {
+  Flag backend, image, timeout, cpu_time, mem, cpus, pids, storage, output_limit, files;
+  Flag workdir, user, stdin_file, spec_file;
+  std::vector<std::string> env, volumes, command;
+  bool json = false;
+};
+
+std::unexpected<Error> Fail(std::string field, std::string reason) {
+  return std::unexpected(Error::Field(std::move(field), std::move(reason)));
+}
+
+// ---------------------------------------------------------------------------
+// Help text: the defaults and bounds come from the same constants the validator uses.
+
+std::string FormatMs(int64_t ms) {
+  if (ms % 3'600'000 == 0) return fmt::format("{}h", ms / 3'600'000);
+  if (ms % 60'000 == 0) return fmt::format("{}m", ms / 60'000);
+  if (ms % 1000 == 0) return fmt::format("{}s", ms / 1000);
+  return fmt::format("{}ms", ms);
+}
+
+std::string FormatBytes(int64_t bytes) {
+  for (auto [shift, suffix] : {std::pair{40, "T"}, {30, "G"}, {20, "M"}, {10, "K"}}) {
+    if (bytes % (int64_t{1} << shift) == 0) return fmt::format("{}{}", bytes >> shift, suffix);
+  }
+  return fmt::format("{}B", bytes);
+}
+
+std::string FormatMiB(int64_t mib) { return FormatBytes(mib << 20); }
+
+Flag& AddFlag(CLI::App& app, const std::string& name, Flag& flag, const std::string& help,
+              const std::string& type) {
+  flag.option = app.add_option(name, flag.value, help)->type_name(type);
+  return flag;
+}
+
+void AddSpecOptions(CLI::App& run, RunFlags& f) {
+  AddFlag(run, "--backend", f.backend,
+          "where to run: auto (vm on usable KVM, else ns), ns or vm (default auto)", "KIND");
+  AddFlag(run, "--image", f.image,
+          "root filesystem: host (the host's /usr, /lib* and /bin, read-only) or a rootfs "
+          "directory; never pulled (default host)",
+          "host|DIR");
+  run.add_option("-e,--env", f.env, "set a variable; repeatable; no host variable leaks in")
+      ->type_name("KEY=VALUE")
+      ->allow_extra_args(false);
+  AddFlag(run, "-w,--workdir", f.workdir,
+          fmt::format("working directory in the sandbox (default {})", smolbox::RunSpec{}.workdir),
+          "DIR");
+  run.add_option("-v,--volume", f.volumes,
+                 "bind a host path into the sandbox, rw unless :ro; repeatable; a relative HOST "
+                 "is taken from the current directory")
+      ->type_name("HOST:GUEST[:ro|rw]")
+      ->allow_extra_args(false);
+  AddFlag(run, "--user", f.user,
+          "sandbox (non-root, no capabilities) or root (root only inside the sandbox) "
+          "(default sandbox)",
+          "sandbox|root");
+  AddFlag(run, "--stdin", f.stdin_file, "feed this host file to the command's stdin", "FILE");
+  AddFlag(run, "--spec", f.spec_file,
+          "start from this RunSpec JSON; flags override its fields, -e and -v add to them", "FILE");
+}
+
+void AddTimeLimitOptions(CLI::App& run, RunFlags& f) {
+  const smolbox::Limits d;
+  AddFlag(run, "--timeout", f.timeout,
+          fmt::format("wall-clock limit, e.g. 250ms, 2s, 1.5m; a bare number is ms "
+                      "(default {}, max {})",
+                      FormatMs(d.timeout_ms), FormatMs(smolbox::kMaxTimeoutMs)),
+          "DUR");
+  AddFlag(run, "--cpu-time", f.cpu_time,
+          fmt::format("CPU-time limit (default none: only --timeout bounds it; max {})",
+                      FormatMs(smolbox::kMaxTimeoutMs)),
+          "DUR");
+  AddFlag(run, "--cpus", f.cpus,
+          fmt::format("CPUs to allow, may be fractional (default {}, max {})", d.cpus,
+                      smolbox::kMaxCpus),
+          "N");
+}
+
+void AddSizeLimitOptions(CLI::App& run, RunFlags& f) {
+  const smolbox::Limits d;
+  AddFlag(run, "--mem", f.mem,
+          fmt::format("memory limit, e.g. 256M, 2G; a bare number is MiB (default {}, {} to {})",
+                      FormatMiB(d.memory_mib), FormatMiB(smolbox::kMinMemoryMiB),
+                      FormatMiB(smolbox::kMaxMemoryMiB)),
+          "SIZE");
+  AddFlag(run, "--pids", f.pids,
+          fmt::format("processes and threads (default {}, max {})", d.pids, smolbox::kMaxPids),
+          "N");
+  AddFlag(run, "--storage", f.storage,
+          fmt::format("all the space the sandbox can write (default {}, max {})",
+                      FormatMiB(d.storage_mib), FormatMiB(smolbox::kMaxStorageMiB)),
+          "SIZE");
+  AddFlag(run, "--output-limit", f.output_limit,
+          fmt::format("bytes kept of stdout and of stderr, each, e.g. 64K (default {}, max {})",
+                      FormatBytes(d.output_bytes), FormatBytes(smolbox::kMaxOutputBytes)),
+          "SIZE");
+  AddFlag(run, "--files", f.files,
+          fmt::format("open files per process (default {}, {} to {})", d.files, smolbox::kMinFiles,
+                      smolbox::kMaxFiles),
+          "N");
+}
+
+void AddRunCommand(CLI::App& app, RunFlags& f) {
+  CLI::App* run = app.add_subcommand("run", "run a command in a sandbox");
+  // Everything from the command on is the command's own: `smolbox run ls -v` must not
+  // read -v as --volume.
+  run->positionals_at_end();
+  AddSpecOptions(*run, f);
+  AddTimeLimitOptions(*run, f);
+  AddSizeLimitOptions(*run, f);
+  run->add_flag("--json", f.json, "print the RunResult as JSON instead of passing output through");
+  run->add_option("command", f.command, "the command and its arguments, best after --")
+      ->type_name("ARGS");
+  run->footer(
+      "Example: smolbox run --mem 256M --timeout 5s -- python3 -c 'print(1)'\n"
+      "Exit status: the command's own; 124 on timeout; 128+N when killed by signal N or for a\n"
+      "limit; 125 when smolbox refuses the input or fails to set up.");
+}
+
+// ---------------------------------------------------------------------------
+// Flags -> RunSpec
+
+Expected<int64_t> ParseInteger(const std::string& text) {
+  int64_t value = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc{} || end != text.data() + text.size() || text.empty()) {
+    return Fail("", fmt::format("must be an integer (got {:?})", text));
+  }
+  return value;
+}
+
+Expected<double> ParseNumber(const std::string& text) {
+  double value = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc{} || end != text.data() + text.size() || text.empty()) {
+    return Fail("", fmt::format("must be a number (got {:?})", text));
+  }
+  return value;
+}
+
+// Parses a given flag into `out`, naming the flag in the error.
+template <typename T, typename Parser, typename Out>
+Expected<void> SetFrom(const Flag& flag, const char* name, Parser parse, Out& out) {
+  if (!flag) return {};
+  Expected<T> value = parse(flag.value);
+  if (!value) return Fail(name, value.error().what);
+  out = *value;
+  return {};
+}
+
+Expected<void> ApplyLimitFlags(const RunFlags& f, smolbox::Limits& l) {
+  auto duration = [](const std::string& s) { return smolbox::ParseDuration(s); };
+  auto mib = [](const std::string& s) { return smolbox::ParseSizeMiB(s); };
+  auto bytes = [](const std::string& s) { return smolbox::ParseBytes(s); };
+  for (auto ok : {
+           SetFrom<int64_t>(f.timeout, "--timeout", duration, l.timeout_ms),
+           SetFrom<int64_t>(f.cpu_time, "--cpu-time", duration, l.cpu_ms),
+           SetFrom<int64_t>(f.mem, "--mem", mib, l.memory_mib),
+           SetFrom<double>(f.cpus, "--cpus", ParseNumber, l.cpus),
+           SetFrom<int64_t>(f.pids, "--pids", ParseInteger, l.pids),
+           SetFrom<int64_t>(f.storage, "--storage", mib, l.storage_mib),
+           SetFrom<int64_t>(f.output_limit, "--output-limit", bytes, l.output_bytes),
+           SetFrom<int64_t>(f.files, "--files", ParseInteger, l.files),
+       }) {
+    if (!ok) return ok;
+  }
+  return {};
+}
+
+// Drops "." components but keeps "..": through a symlink, "a/.." is not lexically ".".
+Expected<std::string> Absolute(const std::string& path, const char* flag) {
+  std::error_code ec;
+  std::filesystem::path abs = std::filesystem::absolute(path, ec);
+  if (ec) return std::unexpected(Error{flag, fmt::format("cannot resolve {}", path), ec.value()});
+  std::filesystem::path out;
+  for (const auto& part : abs) {
+    if (part != ".") out /= part;
+  }
+  return out.string();
+}
+
+Expected<void> AddVolumes(const std::vector<std::string>& volumes, smolbox::RunSpec& spec) {
+  for (const std::string& text : volumes) {
+    auto mount = smolbox::ParseVolume(text);
+    if (!mount) return std::unexpected(mount.error());
+    auto source = Absolute(mount->source, "--volume");
+    if (!source) return std::unexpected(source.error());
+    mount->source = *source;
+    spec.mounts.push_back(std::move(*mount));
+  }
+  return {};
+}
+
+Expected<void> AddEnv(const std::vector<std::string>& env, smolbox::RunSpec& spec) {
+  for (const std::string& entry : env) {
+    size_t eq = entry.find('=');
+    // KEY alone would mean "copy from the host" in docker; the host's environment never leaks in.
+    if (eq == std::string::npos) {
+      return Fail("--env", fmt::format("expected KEY=VALUE (got {:?})", entry));
+    }
+    spec.env.insert_or_assign(entry.substr(0, eq), entry.substr(eq + 1));
+  }
+  return {};
+}
+
+Expected<void> ApplyNamedFlags(const RunFlags& f, smolbox::RunSpec& spec) {
+  if (f.backend) {
+    auto kind = smolbox::ParseBackendKind(f.backend.value);
+    if (!kind) return std::unexpected(kind.error());
+    spec.backend = *kind;
+  }
+  if (f.user) {
+    auto kind = smolbox::ParseUserKind(f.user.value);
+    if (!kind) return std::unexpected(kind.error());
+    spec.user = *kind;
+  }
+  if (f.workdir) spec.workdir = f.workdir.value;
+  if (f.stdin_file) {
+    spec.stdin_file = f.stdin_file.value;
+    spec.stdin_data.reset();  // the flag overrides the spec's stdin, whichever form it took
+  }
+  return {};
+}
+
+// A bare image name stays a name (for the image store); a path is made absolute.
+Expected<void> ApplyImage(const Flag& image, smolbox::RunSpec& spec) {
+  if (!image) return {};
+  spec.image = image.value;
+  if (image.value.find('/') == std::string::npos || image.value.starts_with('/')) return {};
+  auto abs = Absolute(image.value, "--image");
+  if (!abs) return std::unexpected(abs.error());
+  spec.image = *abs;
+  return {};
+}
+
+Expected<std::string> ReadSpecFile(const std::string& path) {
+  std::FILE* file = std::fopen(path.c_str(), "rbe");
+  if (file == nullptr) return std::unexpected(Error{"--spec", "cannot open " + path, errno});
+  std::string text;
+  char buffer[1 << 16];
+  size_t n = 0;
+  while (text.size() <= kMaxSpecBytes && (n = std::fread(buffer, 1, sizeof buffer, file)) > 0) {
+    text.append(buffer, n);
+  }
+  int err = std::ferror(file) ? errno : 0;
+  std::fclose(file);
+  if (err != 0) return std::unexpected(Error{"--spec", "cannot read " + path, err});
+  if (text.size() > kMaxSpecBytes) {
+    return Fail("--spec", fmt::format("{} is larger than {}", path, FormatBytes(kMaxSpecBytes)));
+  }
+  return text;
+}
+
+Expected<smolbox::RunSpec> BuildSpec(const RunFlags& f) {
+  smolbox::RunSpec spec;
+  if (f.spec_file) {
+    auto text = ReadSpecFile(f.spec_file.value);
+    if (!text) return std::unexpected(text.error());
+    auto parsed = smolbox::ParseRunSpec(*text);
+    if (!parsed) return std::unexpected(parsed.error());
+    spec = std::move(*parsed);
+  }
+  for (auto ok :
+       {ApplyNamedFlags(f, spec), ApplyImage(f.image, spec), ApplyLimitFlags(f, spec.limits),
+        AddEnv(f.env, spec), AddVolumes(f.volumes, spec)}) {
+    if (!ok) return std::unexpected(ok.error());
+  }
+  if (!f.command.empty()) spec.argv = f.command;
+  return spec;
+}
+
+// ---------------------------------------------------------------------------
+// Output
+
+void WriteAll(std::FILE* stream, const std::string& data) {
+  std::fwrite(data.data(), 1, data.size(), stream);
+  std::fflush(stream);
+}
+
+void PrintJson(const smolbox::RunResult& result) {
+  fmt::print("{}\n", smolbox::ToJson(result).dump(2));
+  std::fflush(stdout);
+}
+
+int Report(const smolbox::RunResult& result, bool json) {
+  if (json) {
+    PrintJson(result);
+    return smolbox::CliExitCode(result);
+  }
+  WriteAll(stdout, result.stdout_data);
+  WriteAll(stderr, result.stderr_data);
+  for (const std::string& warning : result.warnings) {
+    fmt::print(stderr, "smolbox: warning: {}\n", warning);
+  }
+  if (result.status == smolbox::Status::kSetupError ||
+      result.status == smolbox::Status::kInternalError) {
+    fmt::print(stderr, "smolbox: {}\n",
+               result.error.empty() ? smolbox::ToString(result.status) : result.error);
+  }
+  return smolbox::CliExitCode(result);
+}
+
+// Bad input never reaches a backend. With --json it is still a result, so that a
+// caller parsing stdout always finds one.
+int RefuseInput(const Error& error, bool json) {
+  fmt::print(stderr, "smolbox: {}\n", error.ToString());
+  if (json) {
+    smolbox::RunResult result;
+    result.status = smolbox::Status::kSetupError;
+    result.error = error.ToString();
+    PrintJson(result);
+  }
+  return kExitSmolboxError;
+}
+
+int Run(const RunFlags& flags) {
+  auto spec = BuildSpec(flags);
+  if (!spec) return RefuseInput(spec.error(), flags.json);
+  if (auto ok = smolbox::ValidateRunSpec(*spec); !ok) return RefuseInput(ok.error(), flags.json);
+  auto backend = smolbox::MakeBackend(spec->backend);
+  if (!backend) return RefuseInput(backend.error(), flags.json);
+  return Report((*backend)->Run(*spec), flags.json);
+}
+
+// CLI11's own usage errors exit 125 like ours, in one line; --help and --version exit 0.
+int ReportParseError(const CLI::App& app, const CLI::ParseError& e) {
+  if (e.get_exit_code() == static_cast<int>(CLI::ExitCodes::Success)) return app.exit(e);
+  std::string message = e.what();
+  std::replace(message.begin(), message.end(), '\n', ' ');
+  fmt::print(stderr, "smolbox: {}\n", message);
+  return kExitSmolboxError;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"smolbox: run untrusted code in a sandbox", "smolbox"};
+  app.set_version_flag("--version", "smolbox " SMOLBOX_VERSION);
+  app.require_subcommand(1);
+  RunFlags flags;
+  AddRunCommand(app, flags);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return ReportParseError(app, e);
+  }
+  // Backends report failures in the RunResult; this is the last resort at the edge.
+  try {
+    return Run(flags);
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "smolbox: internal error: {}\n", e.what());
+    return kExitSmolboxError;
+  }
+}
