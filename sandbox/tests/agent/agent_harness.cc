@@ -1,0 +1,160 @@
+#include "agent_harness.h"
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <thread>
+
+namespace smolbox::testing {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+[[noreturn]] void ExecAgent(int channel) {
+  // The agent expects its channel on fd 3, as the ns backend passes it.
+  if (channel == 3) {
+    fcntl(3, F_SETFD, 0);
+  } else {
+    dup2(channel, 3);
+  }
+  execl(kAgentPath.c_str(), "smolbox-agent", "--channel-fd", "3", nullptr);
+  _exit(127);
+}
+
+bool Readable(int fd, std::chrono::milliseconds timeout) {
+  pollfd p{fd, POLLIN, 0};
+  return poll(&p, 1, static_cast<int>(timeout.count())) == 1;
+}
+
+}  // namespace
+
+ExecRequest Request(std::vector<std::string> argv) {
+  ExecRequest request;
+  request.argv = std::move(argv);
+  request.env = {{"PATH", "/usr/bin:/bin"}};
+  request.cwd = "/";
+  request.timeout_ms = 10'000;
+  request.output_bytes = 1 << 20;
+  request.files = 256;
+  return request;
+}
+
+AgentProcess::AgentProcess() {
+  int fds[2];
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0) {
+    ADD_FAILURE() << "socketpair: " << strerror(errno);
+    return;
+  }
+  pid_ = fork();
+  if (pid_ == 0) ExecAgent(fds[1]);
+  close(fds[1]);
+  channel_ = fds[0];
+  auto ready = Read(std::chrono::seconds(10));
+  ready_ = ready && ready->Type() == "ready";
+  EXPECT_TRUE(ready_) << "the agent did not send ready";
+}
+
+AgentProcess::~AgentProcess() {
+  CloseChannel();
+  if (pid_ > 0 && !WaitExit(std::chrono::seconds(10))) {
+    ADD_FAILURE() << "the agent outlived its channel";
+    kill(pid_, SIGKILL);
+    waitpid(pid_, nullptr, 0);
+  }
+}
+
+void AgentProcess::Send(const channel::Message& message) {
+  auto sent = channel::WriteMessage(channel_, message);
+  EXPECT_TRUE(sent) << (sent ? "" : sent.error().ToString());
+}
+
+std::optional<channel::Message> AgentProcess::Read(std::chrono::milliseconds timeout) {
+  if (channel_ < 0 || !Readable(channel_, timeout)) return std::nullopt;
+  auto message = channel::ReadMessage(channel_);
+  if (!message) {
+    ADD_FAILURE() << message.error().ToString();
+    return std::nullopt;
+  }
+  return *message;
+}
+
+ExecResult AgentProcess::Run(const ExecRequest& request) {
+  Send(EncodeExec(request));
+  return Collect();
+}
+
+ExecResult AgentProcess::Collect() {
+  ExecResult result;
+  while (auto message = Read()) {
+    if (message->Type() == "output") {
+      int fd = message->header.value("fd", 0);
+      (fd == 1 ? result.out : result.err) += message->tail;
+      result.largest_chunk = std::max(result.largest_chunk, message->tail.size());
+      continue;
+    }
+    EXPECT_EQ(message->Type(), "exit") << message->header.dump();
+    auto report = DecodeExit(*message);
+    EXPECT_TRUE(report) << (report ? "" : report.error().ToString());
+    if (report) result.report = *report;
+    result.complete = report.has_value();
+    break;
+  }
+  EXPECT_TRUE(result.complete) << "no exit message";
+  return result;
+}
+
+void AgentProcess::CloseChannel() {
+  if (channel_ >= 0) close(channel_);
+  channel_ = -1;
+}
+
+std::optional<int> AgentProcess::WaitExit(std::chrono::milliseconds timeout) {
+  auto deadline = Clock::now() + timeout;
+  while (!exit_status_ && pid_ > 0) {
+    int status = 0;
+    pid_t got = waitpid(pid_, &status, WNOHANG);
+    if (got == pid_) {
+      exit_status_ = status;
+    } else if (Clock::now() >= deadline) {
+      break;
+    } else {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+  }
+  return exit_status_;
+}
+
+std::string RunDirect(const std::vector<std::string>& argv, int* wait_status) {
+  int out[2];
+  if (pipe2(out, O_CLOEXEC) != 0) return "";
+  pid_t pid = fork();
+  if (pid == 0) {
+    dup2(out[1], 1);
+    int null = open("/dev/null", O_RDONLY);
+    dup2(null, 0);
+    std::vector<char*> args;
+    for (const auto& arg : argv) args.push_back(const_cast<char*>(arg.c_str()));
+    args.push_back(nullptr);
+    execv(args[0], args.data());
+    _exit(127);
+  }
+  close(out[1]);
+  std::string text;
+  char buffer[4096];
+  for (ssize_t n; (n = read(out[0], buffer, sizeof buffer)) > 0;) text.append(buffer, n);
+  close(out[0]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  if (wait_status != nullptr) *wait_status = status;
+  return text;
+}
+
+bool GroupAlive(pid_t pgid) { return pgid > 1 && kill(-pgid, 0) == 0; }
+bool ProcessAlive(pid_t pid) { return pid > 1 && kill(pid, 0) == 0; }
+
+}  // namespace smolbox::testing

@@ -1,0 +1,73 @@
+// Runs the built smolbox-agent as a plain child process with a socketpair on fd 3, the way
+// the ns backend does, minus the namespaces. The agent is never PID 1 here, so it must never
+// kill(-1): these tests run as root on the host.
+//
+//   AgentProcess agent;
+//   ExecResult r = agent.Run(Request({"/bin/echo", "hi"}));
+//   EXPECT_EQ(r.out, "hi\n");
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "channel.h"
+#include "exec_protocol.h"
+
+namespace smolbox::testing {
+
+inline const std::string kAgentPath = SMOLBOX_BIN_DIR "/smolbox-agent";
+inline const std::string kProbePath = SMOLBOX_BIN_DIR "/syscall_probe";
+
+// An exec request with small, test-friendly limits.
+ExecRequest Request(std::vector<std::string> argv);
+
+struct ExecResult {
+  std::string out;
+  std::string err;
+  ExecReport report;
+  size_t largest_chunk = 0;  // of the output messages
+  bool complete = false;     // an exit message arrived
+};
+
+class AgentProcess {
+ public:
+  AgentProcess();  // starts the agent and consumes its ready message
+  ~AgentProcess();
+  AgentProcess(const AgentProcess&) = delete;
+  AgentProcess& operator=(const AgentProcess&) = delete;
+
+  pid_t pid() const { return pid_; }
+  bool ready() const { return ready_; }
+
+  void Send(const channel::Message& message);
+  // The next message, or nothing on EOF, error or after `timeout`.
+  std::optional<channel::Message> Read(
+      std::chrono::milliseconds timeout = std::chrono::seconds(30));
+  // Sends the request and collects output until the exit message.
+  ExecResult Run(const ExecRequest& request);
+  // Collects output of an exec already sent, until its exit message.
+  ExecResult Collect();
+
+  void CloseChannel();
+  // The agent's exit status (as from waitpid), or nothing if it is still running at `timeout`.
+  std::optional<int> WaitExit(std::chrono::milliseconds timeout);
+
+ private:
+  pid_t pid_ = -1;
+  int channel_ = -1;
+  bool ready_ = false;
+  std::optional<int> exit_status_;
+};
+
+// Runs a program directly, with no agent and no policy; returns its stdout.
+std::string RunDirect(const std::vector<std::string>& argv, int* wait_status = nullptr);
+
+// True while any process is in process group `pgid` (zombies included).
+bool GroupAlive(pid_t pgid);
+bool ProcessAlive(pid_t pid);
+
+}  // namespace smolbox::testing

@@ -1,0 +1,84 @@
+// The agent as a server: ready, serving, and going away with the host.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <charconv>
+
+#include "agent_harness.h"
+
+namespace smolbox::testing {
+namespace {
+
+using std::chrono::seconds;
+
+pid_t ParsePid(const std::string& text) {
+  pid_t pid = 0;
+  std::from_chars(text.data(), text.data() + text.size(), pid);
+  return pid;
+}
+
+TEST(AgentLifecycle, sends_ready_when_it_starts) {
+  AgentProcess agent;
+  EXPECT_TRUE(agent.ready());
+}
+
+TEST(AgentLifecycle, exits_zero_when_the_host_closes_the_channel) {
+  AgentProcess agent;
+  agent.CloseChannel();
+  auto status = agent.WaitExit(seconds(5));
+  ASSERT_TRUE(status.has_value());
+  EXPECT_TRUE(WIFEXITED(*status));
+  EXPECT_EQ(WEXITSTATUS(*status), 0);
+}
+
+TEST(AgentLifecycle, serves_two_execs_in_a_row) {
+  AgentProcess agent;
+  ExecResult first = agent.Run(Request({"echo", "one"}));
+  ExecResult second = agent.Run(Request({"echo", "two"}));
+  EXPECT_EQ(first.out, "one\n");
+  EXPECT_EQ(second.out, "two\n");
+  EXPECT_EQ(second.report.status, Status::kExited);
+}
+
+TEST(AgentLifecycle, replies_error_to_an_unknown_message_and_keeps_serving) {
+  AgentProcess agent;
+  agent.Send({{{"type", "bogus"}}, ""});
+  auto reply = agent.Read();
+  ASSERT_TRUE(reply.has_value());
+  EXPECT_EQ(reply->Type(), "error");
+  EXPECT_NE(reply->header.value("error", "").find("bogus"), std::string::npos);
+  EXPECT_EQ(agent.Run(Request({"echo", "still here"})).out, "still here\n");
+}
+
+TEST(AgentLifecycle, answers_a_malformed_exec_with_internal_error) {
+  AgentProcess agent;
+  agent.Send({{{"type", "exec"}, {"argv", {"echo"}}}, ""});  // no env, cwd, limits
+  ExecResult result = agent.Collect();
+  EXPECT_EQ(result.report.status, Status::kInternalError);
+  EXPECT_FALSE(result.report.error.empty());
+}
+
+TEST(AgentLifecycle, kills_the_workload_when_the_host_goes_away_mid_exec) {
+  AgentProcess agent;
+  agent.Send(EncodeExec(Request({"/bin/sh", "-c", "echo $$; exec sleep 100"})));
+  auto pid_line = agent.Read();
+  ASSERT_TRUE(pid_line.has_value());
+  pid_t pgid = ParsePid(pid_line->tail);
+  ASSERT_GT(pgid, 1);
+  EXPECT_TRUE(GroupAlive(pgid));
+  agent.CloseChannel();
+  auto status = agent.WaitExit(seconds(5));
+  ASSERT_TRUE(status.has_value());
+  EXPECT_TRUE(WIFEXITED(*status));
+  EXPECT_FALSE(GroupAlive(pgid));
+}
+
+TEST(AgentLifecycle, refuses_to_start_without_a_channel) {
+  int status = 0;
+  RunDirect({kAgentPath}, &status);
+  EXPECT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 2);
+}
+
+}  // namespace
+}  // namespace smolbox::testing
