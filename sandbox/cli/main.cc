@@ -136,7 +136,8 @@ void AddSizeLimitOptions(CLI::App& run, RunFlags& f) {
                       FormatMiB(d.storage_mib), FormatMiB(smolbox::kMaxStorageMiB)),
           "SIZE");
   AddFlag(run, "--output-limit", f.output_limit,
-          fmt::format("bytes kept of stdout and of stderr, each, e.g. 64K (default {}, max {})",
+          fmt::format("bytes kept of stdout and of stderr, each, e.g. 64K; a bare number is MiB "
+                      "(default {}, max {})",
                       FormatBytes(d.output_bytes), FormatBytes(smolbox::kMaxOutputBytes)),
           "SIZE");
   AddFlag(run, "--files", f.files,
