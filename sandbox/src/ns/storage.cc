@@ -32,7 +32,8 @@ Expected<UniqueFd> CreateSparseImage(int64_t size_mib) {
 }
 
 Expected<void> Mkfs(int image_fd, int64_t size_mib) {
-  std::string device = fmt::format("/proc/self/fd/{}", image_fd);
+  // The image has no name: mkfs reaches it as its own fd 3 (dup2 clears close-on-exec).
+  std::string device = "/proc/self/fd/3";
   std::string inodes = std::to_string(InodesFor(size_mib));
   // No journal and no reserved blocks: a scratch filesystem that lives for one run.
   const char* argv[] = {"mkfs.ext4", "-q", "-F", "-O", "^has_journal", "-m", "0", "-N",
@@ -42,6 +43,7 @@ Expected<void> Mkfs(int image_fd, int64_t size_mib) {
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0);
+  posix_spawn_file_actions_adddup2(&actions, image_fd, 3);
   pid_t pid = 0;
   int rc = posix_spawnp(&pid, "mkfs.ext4", &actions, nullptr, const_cast<char**>(argv),
                         const_cast<char**>(envp));
