@@ -16,6 +16,9 @@ namespace smolbox::agent {
 
 // When the main process ends, so does the exec: whatever it left running is killed. Returns
 // once the whole tree is gone (or is left to the host's backstop after a bounded wait).
+// A timeout_ms <= 0 sets no deadline; output_bytes is a hard cap, so 0 allows no output.
+// Output is sent with blocking writes: a host that stops reading stalls the loop, deadline
+// included, and then only the host's own backstop ends the workload.
 ExecReport PumpExec(Connection& connection, const ChildSignals& signals, const ExecRequest& request,
                     Workload workload);
 

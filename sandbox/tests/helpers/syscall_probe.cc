@@ -86,6 +86,8 @@ long PivotRoot() { return syscall(SYS_pivot_root, kMissing, kMissing); }
 long Chroot() { return syscall(SYS_chroot, kMissing); }
 long Fsopen() { return syscall(SYS_fsopen, "smolbox-no-such-fs", 0); }
 long OpenTree() { return syscall(SYS_open_tree, AT_FDCWD, kMissing, 0); }
+// Linux 6.15; newer than the kernel headers here. 467 on every architecture but alpha.
+long OpenTreeAttr() { return syscall(467, AT_FDCWD, kMissing, 0, nullptr, 0); }
 long OpenByHandleAt() { return syscall(SYS_open_by_handle_at, -1, nullptr, O_RDONLY); }
 
 long NameToHandleAt() {
@@ -196,6 +198,7 @@ constexpr Case kCases[] = {
     {"chroot", Chroot},
     {"fsopen", Fsopen},
     {"open_tree", OpenTree},
+    {"open_tree_attr", OpenTreeAttr},
     {"open_by_handle_at", OpenByHandleAt},
     {"name_to_handle_at", NameToHandleAt},
     {"io_uring_setup", IoUringSetup},
