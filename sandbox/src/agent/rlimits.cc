@@ -25,8 +25,8 @@ RlimitPlan PlanRlimits(const ExecRequest& request) {
     Add(plan, RLIMIT_CPU, seconds, seconds + 1, SetupStep::kRlimitCpu);
   }
   if (request.memory_bytes > 0) {
-    Add(plan, RLIMIT_AS, AsRlim(request.memory_bytes), AsRlim(request.memory_bytes),
-        SetupStep::kRlimitAs);
+    Add(plan, RLIMIT_DATA, AsRlim(request.memory_bytes), AsRlim(request.memory_bytes),
+        SetupStep::kRlimitData);
   }
   if (request.nproc > 0) {
     Add(plan, RLIMIT_NPROC, AsRlim(request.nproc), AsRlim(request.nproc), SetupStep::kRlimitNproc);

@@ -20,8 +20,8 @@ std::string_view StepName(SetupStep step) {
       return "setrlimit(RLIMIT_NOFILE)";
     case SetupStep::kRlimitCpu:
       return "setrlimit(RLIMIT_CPU)";
-    case SetupStep::kRlimitAs:
-      return "setrlimit(RLIMIT_AS)";
+    case SetupStep::kRlimitData:
+      return "setrlimit(RLIMIT_DATA)";
     case SetupStep::kRlimitNproc:
       return "setrlimit(RLIMIT_NPROC)";
     case SetupStep::kRlimitFsize:

@@ -21,7 +21,7 @@ enum class SetupStep : int32_t {
   kChdir,
   kRlimitNofile,
   kRlimitCpu,
-  kRlimitAs,
+  kRlimitData,
   kRlimitNproc,
   kRlimitFsize,
   kRlimitCore,

@@ -22,7 +22,9 @@ struct ExecRequest {
   int64_t cpu_ms = 0;         // 0: none; RLIMIT_CPU per process
   int64_t output_bytes = 0;   // cap per stream
   int64_t files = 0;          // RLIMIT_NOFILE
-  int64_t memory_bytes = 0;   // 0: none; RLIMIT_AS, only when no cgroup holds memory
+  // 0: none. RLIMIT_DATA, only when no cgroup holds memory: it bounds what a process can
+  // write to, unlike RLIMIT_AS, which V8's large address-space reservations exceed at start.
+  int64_t memory_bytes = 0;
   int64_t nproc = 0;          // 0: none; RLIMIT_NPROC, only when no cgroup holds pids
   int64_t fsize_bytes = 0;    // 0: none; RLIMIT_FSIZE
   std::string stdin_data;

@@ -13,6 +13,8 @@
 
 #include <cstring>
 
+#include <fmt/format.h>
+
 #include "net.h"
 #include "storage.h"
 
@@ -86,17 +88,16 @@ Expected<void> SetHostname() {
 }
 
 Expected<void> LimitBoundingSet() {
-  // The agent keeps only what it needs to start workloads as another uid and to kill them;
-  // it drops even these for the workload itself.
-  int last = 63;
-  for (int cap = 0; cap <= last; ++cap) {
-    if (cap == CAP_SETUID || cap == CAP_SETGID || cap == CAP_SETPCAP || cap == CAP_KILL) continue;
+  // An agent running as uid 0 keeps only what it needs to start workloads as another uid and
+  // to kill them, and drops even these for the workload. A non-zero uid execs the agent with
+  // no capabilities at all, so it keeps none in its bounding set either.
+  bool agent_is_root = getuid() == 0;
+  for (int cap = 0; cap <= 63; ++cap) {
+    bool keep = cap == CAP_SETUID || cap == CAP_SETGID || cap == CAP_SETPCAP || cap == CAP_KILL;
+    if (agent_is_root && keep) continue;
     if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0) {
       if (errno == EINVAL) break;  // past the kernel's last capability
-      // Rootless with a non-zero uid the setup holds no CAP_SETPCAP; the agent then holds no
-      // capabilities at all, which is stricter still.
-      if (errno == EPERM) return {};
-      return std::unexpected(Error::Sys("prctl PR_CAPBSET_DROP"));
+      return std::unexpected(Error::Sys(fmt::format("prctl PR_CAPBSET_DROP {}", cap)));
     }
   }
   return {};

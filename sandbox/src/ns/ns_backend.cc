@@ -233,7 +233,7 @@ ExecRequest MakeRequest(const RunSpec& spec, const Sandbox& box, std::string std
 void WarnWeakLimits(const Sandbox& box, RunResult& result) {
   const Cgroup& cg = *box.cgroup;
   for (const auto& problem : cg.problems()) result.Warn("cgroup: " + problem);
-  if (!cg.holds_memory()) result.Warn("memory: no cgroup; enforced per process by RLIMIT_AS only");
+  if (!cg.holds_memory()) result.Warn("memory: no cgroup; enforced per process by RLIMIT_DATA only");
   if (!cg.holds_pids()) result.Warn("pids: no cgroup; enforced per user by RLIMIT_NPROC only");
   if (!cg.holds_cpu()) result.Warn("cpus: no cgroup; the CPU share is not limited");
   if (box.storage && !box.storage->disk_backed()) {

@@ -122,10 +122,10 @@ TEST_F(AgentExec, runs_as_the_requested_user_with_no_supplementary_groups) {
 }
 
 TEST_F(AgentExec, applies_the_requested_rlimits) {
-  ExecRequest request = Request({"/bin/sh", "-c", "ulimit -n; ulimit -t; ulimit -v; ulimit -c"});
+  ExecRequest request = Request({"/bin/sh", "-c", "ulimit -n; ulimit -t; ulimit -d; ulimit -c"});
   request.files = 64;
   request.cpu_ms = 1500;             // rounded up to whole seconds
-  request.memory_bytes = 512 << 20;  // ulimit -v is in KiB
+  request.memory_bytes = 512 << 20;  // ulimit -d is in KiB
   EXPECT_EQ(Run(request).out, "64\n2\n524288\n0\n");
 }
 

@@ -170,7 +170,7 @@ INSTANTIATE_TEST_SUITE_P(
                       std::pair{"socket_packet", "errno=EPERM"}, std::pair{"socket_netlink", "errno=EPERM"},
                       std::pair{"io_uring_setup", "errno=ENOSYS"}, std::pair{"userfaultfd", "errno=EPERM"},
                       std::pair{"perf_event_open", "errno=EPERM"}, std::pair{"open_by_handle_at", "errno=EPERM"}),
-    [](const auto& info) { return std::string(info.param.first); });
+    [](const auto& param_info) { return std::string(param_info.param.first); });
 
 TEST(Seccomp, a_32_bit_syscall_is_killed_as_a_violation) {
   std::string probe = HelperPath("syscall_probe");

@@ -106,7 +106,7 @@ std::vector<BadInput> BadInputs() {
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, BadInputTest, ::testing::ValuesIn(BadInputs()),
-                         [](const auto& info) { return std::string(info.param.name); });
+                         [](const auto& param_info) { return std::string(param_info.param.name); });
 
 // Run dirs and cgroups that belong to no live runtime.
 std::vector<std::string> Leftovers(pid_t owner) {
@@ -139,7 +139,9 @@ TEST(Cleanup, a_finished_run_leaves_no_run_dir_cgroup_or_loop_device) {
     int pid = owner.empty() ? 0 : std::stoi(owner);
     EXPECT_TRUE(pid > 0 && kill(pid, 0) == 0) << "stale run dir " << path.path();
   }
-  if (CountProcessesWith("smolbox") == 0) EXPECT_EQ(cgroups, "");
+  if (CountProcessesWith("smolbox") == 0) {
+    EXPECT_EQ(cgroups, "");
+  }
 }
 
 TEST(Cleanup, sigkill_of_smolbox_mid_run_leaves_nothing_running_or_behind) {

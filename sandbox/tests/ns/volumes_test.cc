@@ -102,7 +102,9 @@ TEST(Volumes, rw_volume_writes_count_against_the_storage_quota) {
                      {"/bin/sh", "-c", "dd if=/dev/zero of=/out/big bs=1M count=64 2>&1; echo rc=$?"});
   EXPECT_NE(run.result["stdout"].get<std::string>().find("No space left"), std::string::npos) << run.out;
   struct stat st{};
-  if (stat((dir.path() + "/big").c_str(), &st) == 0) EXPECT_LT(st.st_size, 17 << 20);
+  if (stat((dir.path() + "/big").c_str(), &st) == 0) {
+    EXPECT_LT(st.st_size, 17 << 20);
+  }
 }
 
 }  // namespace
