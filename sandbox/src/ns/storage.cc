@@ -44,9 +44,10 @@ Expected<void> Mkfs(int image_fd, int64_t size_mib) {
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0);
   posix_spawn_file_actions_adddup2(&actions, image_fd, 3);
+  // By absolute path: the caller's PATH (a user's, a test's) need not hold sbin.
+  const char* mkfs = access("/usr/sbin/mkfs.ext4", X_OK) == 0 ? "/usr/sbin/mkfs.ext4" : "/sbin/mkfs.ext4";
   pid_t pid = 0;
-  int rc = posix_spawnp(&pid, "mkfs.ext4", &actions, nullptr, const_cast<char**>(argv),
-                        const_cast<char**>(envp));
+  int rc = posix_spawn(&pid, mkfs, &actions, nullptr, const_cast<char**>(argv), const_cast<char**>(envp));
   posix_spawn_file_actions_destroy(&actions);
   if (rc != 0) return std::unexpected(Error::Sys("spawn mkfs.ext4 (install e2fsprogs)", rc));
   int status = 0;
@@ -124,8 +125,11 @@ Expected<void> Storage::MakeLayout(uid_t uid, gid_t gid, size_t rw_volumes) cons
 bool Storage::Full() const {
   struct statvfs st{};
   if (fstatvfs(root_.get(), &st) != 0) return false;
-  // A few blocks stay free when a write fails midway; treat under 1% as full.
-  return st.f_bavail * 100 < st.f_blocks || st.f_favail == 0;
+  // A write that failed for lack of room leaves up to its own size free: count a filesystem
+  // as full when less than a typical write (1 MiB) or 2% of it is left.
+  uint64_t total = st.f_blocks * st.f_frsize;
+  uint64_t left = st.f_bavail * st.f_frsize;
+  return left < std::max<uint64_t>(1 << 20, total / 50) + (64 << 10) || st.f_favail == 0;
 }
 
 std::string TmpfsStorageOptions(int64_t size_mib, uid_t uid, gid_t gid) {

@@ -185,7 +185,8 @@ TEST(Rootless, the_timeout_and_network_still_hold_for_an_unprivileged_user) {
   EXPECT_EQ(run.result.value("status", ""), "timeout") << run.out << run.err;
   EXPECT_LT(run.seconds, 4.0);
   auto net = RunSmolbox({"run", "--json", "--", kPython, "-c",
-                         "import socket\nprint(sorted(n for _, n in socket.if_nameindex()))"}, {}, kNobody);
+                         "print(sorted(l.split(':')[0].strip() for l in open('/proc/net/dev').readlines()[2:]))"},
+                        {}, kNobody);
   EXPECT_EQ(net.result.value("stdout", ""), "['lo']\n") << net.out << net.err;
 }
 
