@@ -217,7 +217,7 @@ Expected<void> MountVolumes(const RootPlan& plan) {
 }
 
 Expected<int> OpenPath(const std::string& path, int flags, const std::string& what) {
-  int fd = open(path.c_str(), O_PATH | O_CLOEXEC | flags);
+  int fd = open(path.c_str(), O_CLOEXEC | flags);
   if (fd < 0) return std::unexpected(Error::Sys(fmt::format("open {} {}", what, path)));
   return fd;
 }
@@ -226,18 +226,19 @@ Expected<int> OpenPath(const std::string& path, int flags, const std::string& wh
 
 Expected<void> OpenSources(RootPlan& plan) {
   if (!plan.image.empty()) {
-    auto fd = OpenPath(plan.image, O_DIRECTORY, "image");
+    // Readable, not O_PATH: its entries are listed to assemble the root.
+    auto fd = OpenPath(plan.image, O_RDONLY | O_DIRECTORY, "image");
     if (!fd) return std::unexpected(fd.error());
     plan.image_fd = *fd;
   }
   if (!plan.storage.empty()) {
-    auto fd = OpenPath(plan.storage, O_DIRECTORY | O_NOFOLLOW, "storage");
+    auto fd = OpenPath(plan.storage, O_PATH | O_DIRECTORY | O_NOFOLLOW, "storage");
     if (!fd) return std::unexpected(fd.error());
     plan.storage_fd = *fd;
   }
   for (auto& v : plan.volumes) {
     if (!v.read_only) continue;
-    auto fd = OpenPath(v.source, 0, "volume");
+    auto fd = OpenPath(v.source, O_PATH, "volume");
     if (!fd) return std::unexpected(fd.error());
     v.source_fd = *fd;
   }

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <filesystem>
 #include <thread>
 
 #include "smolbox_runner.h"
@@ -114,6 +115,21 @@ TEST(Filesystem, sys_is_absent_and_the_image_is_read_only) {
   EXPECT_NE(out.find("'/sys': No such file"), std::string::npos) << out;
   EXPECT_NE(out.find("'/usr/x': Read-only file system"), std::string::npos) << out;
   EXPECT_NE(out.find("'/x': Read-only file system"), std::string::npos) << out;
+}
+
+TEST(Filesystem, dev_holds_only_the_harmless_devices) {
+  auto run = RunJson({}, {"/bin/sh", "-c", "ls /dev | tr '\\n' ' '; echo x > /dev/null && echo null-ok"});
+  EXPECT_EQ(run.result["stdout"], "fd full null random shm stderr stdin stdout urandom zero null-ok\n") << run.out << run.err;
+}
+
+TEST(Filesystem, a_rootfs_directory_image_is_used_instead_of_the_host) {
+  TempDir rootfs;
+  std::filesystem::create_directory(rootfs.path() + "/bin");
+  std::filesystem::copy_file(HelperPath("syscall_probe"), rootfs.path() + "/bin/probe");
+  auto run = RunJson({"--image", rootfs.path()}, {"/bin/probe", "keyctl"});
+  EXPECT_EQ(run.result["stdout"], "keyctl: errno=EPERM\n") << run.out << run.err;
+  auto python = RunJson({"--image", rootfs.path()}, {"/usr/bin/python3", "-c", "print(1)"});
+  EXPECT_EQ(python.exit_code, 127) << "the host's /usr leaked into a rootfs image";
 }
 
 TEST(Identity, the_workload_is_not_root_and_holds_no_capabilities) {

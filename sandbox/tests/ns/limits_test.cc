@@ -46,6 +46,23 @@ TEST(CpuTime, a_busy_python_loop_ends_as_cpu_limit) {
   EXPECT_LT(run.seconds, 10.0);
 }
 
+TEST(Cpus, half_a_cpu_gets_about_half_the_cpu_time_of_the_wall_time) {
+  auto run = RunJson({"--cpus", "0.5", "--timeout", "10s"},
+                     {kPython, "-c", "import time\nend = time.time() + 2\nwhile time.time() < end: pass"});
+  ASSERT_EQ(run.result["status"], "exited") << run.out << run.err;
+  int64_t cpu = run.result["usage"]["cpu_ms"];
+  EXPECT_GT(cpu, 500);
+  EXPECT_LT(cpu, 1400) << "a busy loop of 2 s wall used " << cpu << " ms of CPU under --cpus 0.5";
+}
+
+TEST(Files, opening_more_files_than_the_limit_fails_with_emfile) {
+  auto run = RunJson({"--files", "32"},
+                     {kPython, "-c", "import errno\nfs = []\ntry:\n  for i in range(100): fs.append(open('/dev/null'))\n  print('opened', len(fs))\n"
+                                     "except OSError as e:\n  print('EMFILE' if e.errno == errno.EMFILE else e.errno, len(fs))"});
+  std::string out = run.result["stdout"];
+  EXPECT_EQ(out.rfind("EMFILE", 0), 0u) << run.out << run.err;
+}
+
 TEST(Memory, a_python_gigabyte_under_128m_ends_as_memory_limit_or_memory_error) {
   auto run = RunJson({"--mem", "128M", "--timeout", "30s"},
                      {kPython, "-c", "b = bytearray(1 << 30)\nprint('allocated', len(b))"});
