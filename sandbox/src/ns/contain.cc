@@ -15,6 +15,7 @@
 
 #include <fmt/format.h>
 
+#include "fd_passing.h"
 #include "net.h"
 #include "storage.h"
 
@@ -149,65 +150,6 @@ void ContainAndExecAgent(ContainPlan plan) {
                                           {"errno", e.errnum}},
                                          ""});
   _exit(125);
-}
-
-Expected<void> SendWithFd(int socket, const channel::Message& message, int fd) {
-  std::string frame = channel::Encode(message);
-  iovec iov{frame.data(), frame.size()};
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-  msghdr msg{};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  msg.msg_control = control;
-  msg.msg_controllen = sizeof control;
-  cmsghdr* cmsg = CMSG_FIRSTHDR(&msg);
-  cmsg->cmsg_level = SOL_SOCKET;
-  cmsg->cmsg_type = SCM_RIGHTS;
-  cmsg->cmsg_len = CMSG_LEN(sizeof(int));
-  std::memcpy(CMSG_DATA(cmsg), &fd, sizeof(int));
-  if (sendmsg(socket, &msg, MSG_NOSIGNAL) != static_cast<ssize_t>(frame.size())) {
-    return std::unexpected(Error::Sys("sendmsg with fd"));
-  }
-  return {};
-}
-
-Expected<std::pair<channel::Message, UniqueFd>> ReceiveWithFd(int socket) {
-  // The descriptor rides on the frame's first bytes; read the length prefix with recvmsg.
-  char prefix[4];
-  iovec iov{prefix, sizeof prefix};
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-  msghdr msg{};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  msg.msg_control = control;
-  msg.msg_controllen = sizeof control;
-  ssize_t n = recvmsg(socket, &msg, MSG_WAITALL | MSG_CMSG_CLOEXEC);
-  if (n != sizeof prefix) return std::unexpected(Error{"recvmsg", "the sandbox's setup went away", errno});
-  UniqueFd received;
-  for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
-    if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
-      int fd = -1;
-      std::memcpy(&fd, CMSG_DATA(c), sizeof fd);
-      received.Reset(fd);
-    }
-  }
-  uint32_t body_len = 0;
-  for (int i = 3; i >= 0; --i) body_len = (body_len << 8) | static_cast<unsigned char>(prefix[i]);
-  if (body_len > 1 << 20) return std::unexpected(Error{"setup message", "frame too large", 0});
-  // Read exactly this frame: the next one belongs to the agent's own reader.
-  std::string frame(prefix, sizeof prefix);
-  frame.resize(sizeof prefix + body_len);
-  for (size_t done = sizeof prefix; done < frame.size();) {
-    ssize_t got = read(socket, frame.data() + done, frame.size() - done);
-    if (got < 0 && errno == EINTR) continue;
-    if (got <= 0) return std::unexpected(Error::Sys("read setup message"));
-    done += static_cast<size_t>(got);
-  }
-  channel::FrameReader reader;
-  reader.Feed(frame.data(), frame.size());
-  auto message = reader.Next();
-  if (!message) return std::unexpected(message.error());
-  return std::pair{std::move(**message), std::move(received)};
 }
 
 }  // namespace smolbox::ns

@@ -30,8 +30,4 @@ struct ContainPlan {
 
 [[noreturn]] void ContainAndExecAgent(ContainPlan plan);
 
-// A channel message with a descriptor attached, and its receiving side.
-Expected<void> SendWithFd(int socket, const channel::Message& message, int fd);
-Expected<std::pair<channel::Message, UniqueFd>> ReceiveWithFd(int socket);
-
 }  // namespace smolbox::ns

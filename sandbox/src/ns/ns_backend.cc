@@ -21,6 +21,7 @@
 #include "contain.h"
 #include "copyback.h"
 #include "exec_protocol.h"
+#include "fd_passing.h"
 #include "monitor.h"
 #include "state.h"
 #include "storage.h"

@@ -65,6 +65,9 @@ struct BadInput {
   const char* field;
 };
 
+// Names the case in test logs instead of dumping its bytes.
+void PrintTo(const BadInput& bad, std::ostream* os) { *os << bad.name; }
+
 class BadInputTest : public ::testing::TestWithParam<BadInput> {};
 
 TEST_P(BadInputTest, exits_125_with_one_line_naming_the_field_and_leaves_nothing) {
