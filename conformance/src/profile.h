@@ -1,0 +1,71 @@
+// A sandbox under test, described as a command template (conformance/profiles/*.json).
+//
+//   {"name": "bwrap",
+//    "description": "bubblewrap, unprivileged namespaces",
+//    "binary": "bwrap",                       looked up on PATH; missing means setup error
+//    "version_command": ["bwrap", "--version"],
+//    "command": ["bwrap", "--unshare-all", "--die-with-parent", "--ro-bind", "/usr", "/usr",
+//                "{mounts...}", "{env...}", "--chdir", "{workdir}", "--", "{argv...}"],
+//    "mount": {"ro": ["--ro-bind", "{source}", "{target}"], "rw": ["--bind", "{source}", "{target}"]},
+//    "env": ["--setenv", "{key}", "{value}"],
+//    "limits": {"timeout_ms": ["timeout", "-s", "KILL", "{timeout_s}"]},   prefix wrappers
+//    "limit_args": {"memory_mib": ["--memory", "{memory_mib}m"]},          inserted at {limits...}
+//    "unsupported": ["memory_mib", "pids", "cpus", "storage_mib", "output_bytes", "files"],
+//    "paths": "sandbox" | "host",             how {mount:NAME} and {workdir} resolve
+//    "result": "exit_code" | "smolbox_json",
+//    "syntax_only": false}                    true: cannot run here, only validated
+//
+// Placeholders: {argv...} {mounts...} {env...} {limits...} expand to several words; {workdir},
+// {timeout_ms}, {timeout_s}, {memory_mib}, {cpus}, {pids}, {storage_mib}, {output_bytes},
+// {files}, {backend}, {smolbox} expand in place.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "catalog.h"
+
+namespace smolvm_check {
+
+struct Profile {
+  std::string name;
+  std::string description;
+  std::string binary;
+  std::vector<std::string> version_command;
+  std::vector<std::string> command;
+  std::vector<std::string> mount_ro;
+  std::vector<std::string> mount_rw;
+  std::vector<std::string> env;
+  std::map<std::string, std::vector<std::string>> limit_wrappers;  // prefix before command
+  std::map<std::string, std::vector<std::string>> limit_args;      // at {limits...}
+  std::vector<std::string> unsupported;
+  bool host_paths = false;  // "paths": "host" (the null sandbox runs everything on the host)
+  bool smolbox_json = false;
+  bool syntax_only = false;
+  std::map<std::string, std::string> variables;  // e.g. {backend}, {smolbox}, set by the loader
+};
+
+// "null", "smolbox:ns", "smolbox:auto", "smolbox:vm", a name in profiles_dir, or a path.
+Expected<Profile> LoadProfile(const std::string& sandbox, const std::string& profiles_dir);
+Expected<Profile> ParseProfile(const std::string& json_text, const std::string& origin);
+
+// One case, placed on the host: where its mounts and workdir are.
+struct Placement {
+  std::map<std::string, std::string> mount_sources;  // mount name -> host directory
+  std::string payload_dir;                            // host directory holding the payloads
+  std::string workdir_host;                           // for host_paths profiles
+  std::map<std::string, std::string> hints;           // canary hints for {name} in args
+  std::string marker;                                 // appended as the last argv word
+};
+
+inline constexpr const char* kPayloadTarget = "/payload";
+inline constexpr const char* kSandboxWorkdir = "/work";
+
+// The full command line for this case under this profile.
+Expected<std::vector<std::string>> RenderCommand(const Profile& profile, const Case& c,
+                                                 const Placement& placement);
+// The limits the case sets that the profile cannot enforce.
+std::vector<std::string> UnsupportedLimits(const Profile& profile, const Case& c);
+
+}  // namespace smolvm_check
