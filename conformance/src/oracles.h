@@ -2,6 +2,7 @@
 // leftovers and writes. The first failing oracle gives the reason.
 #pragma once
 
+#include <map>
 #include <string>
 #include <vector>
 
