@@ -1,0 +1,36 @@
+// One case's place on the host: a fresh directory holding its mounts (with their planted
+// files), the workdir of host-path sandboxes, and the canaries. Removed with the case.
+#pragma once
+
+#include <map>
+#include <string>
+#include <utility>
+
+#include "catalog.h"
+
+namespace smolvm_check {
+
+class CaseDir {
+ public:
+  static Expected<CaseDir> Create(const std::string& work_root, const Case& c);
+  CaseDir(CaseDir&& other) noexcept : root_(std::exchange(other.root_, {})) {}
+  CaseDir& operator=(CaseDir&&) = delete;
+  ~CaseDir();
+
+  const std::string& root() const { return root_; }
+  std::string MountDir(const std::string& name) const { return root_ + "/mounts/" + name; }
+  std::string Workdir() const { return root_ + "/work"; }
+  std::string CanaryRoot() const { return root_ + "/canaries"; }
+
+ private:
+  explicit CaseDir(std::string root) : root_(std::move(root)) {}
+  std::string root_;
+};
+
+// Regular files and directories below dir, with size and mtime, never following a symlink:
+// the before/after picture of what a run changed.
+std::map<std::string, std::string> Snapshot(const std::string& dir);
+// The contents of the regular files below dir, keyed "prefix/relative/path"; each capped.
+std::map<std::string, std::string> ReadOutputs(const std::string& dir, const std::string& prefix);
+
+}  // namespace smolvm_check

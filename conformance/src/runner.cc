@@ -1,0 +1,282 @@
+#include "runner.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <random>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "canaries.h"
+#include "case_dir.h"
+#include "launcher.h"
+
+namespace smolvm_check {
+namespace {
+
+namespace fs = std::filesystem;
+
+// How long a case may run before the safety net kills it, past what the case allows itself.
+constexpr int64_t kNetSlackMs = 4000;
+// Daemons get this long after the run to show themselves to the leftovers oracle.
+constexpr int64_t kSettleMs = 300;
+
+std::string RandomMarker() {
+  std::random_device rd;
+  return fmt::format("smolvm-check-marker-{:08x}{:08x}", rd(), rd());
+}
+
+int64_t NetBoundMs(const Case& c) {
+  int64_t allowed = std::max(c.expect.max_wall_ms, c.Limit("timeout_ms"));
+  return allowed * 2 + kNetSlackMs;
+}
+
+// A hint a case needs but this host cannot give (the test host needs root).
+std::optional<std::string> MissingHint(const Case& c, const std::map<std::string, std::string>& hints) {
+  static const std::vector<std::string> kHints = {"testhost_ip", "testhost_port"};
+  for (const auto& arg : c.args) {
+    for (const auto& name : kHints) {
+      if (arg.find("{" + name + "}") != std::string::npos && !hints.contains(name)) {
+        return fmt::format("needs {{{}}}, which needs root to set up", name);
+      }
+    }
+  }
+  return std::nullopt;
+}
+
+std::string ProcCmdline(const std::string& pid) {
+  std::ifstream in("/proc/" + pid + "/cmdline", std::ios::binary);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::replace(text.begin(), text.end(), '\0', ' ');
+  return text;
+}
+
+// Processes still carrying the case's marker, and mounts naming its directory.
+std::vector<std::string> FindLeftovers(const std::string& marker, const std::string& case_root) {
+  std::vector<std::string> found;
+  std::string self = std::to_string(getpid());
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator("/proc", ec)) {
+    std::string pid = entry.path().filename();
+    if (pid.find_first_not_of("0123456789") != std::string::npos || pid == self) continue;
+    std::string cmdline = ProcCmdline(pid);
+    if (cmdline.find(marker) != std::string::npos) {
+      found.push_back(fmt::format("process {} ({})", pid, cmdline.substr(0, 80)));
+    }
+  }
+  std::ifstream mountinfo("/proc/self/mountinfo");
+  for (std::string line; std::getline(mountinfo, line);) {
+    if (line.find(case_root) != std::string::npos || line.find(marker) != std::string::npos) {
+      found.push_back("mount " + line.substr(0, 120));
+    }
+  }
+  return found;
+}
+
+std::string StatusFromExit(const Observation& o) {
+  if (o.killed_by_net) return "killed_by_safety_net";
+  if (o.signal != 0) return "signaled";
+  if (o.exit_code == 124) return "timeout";
+  if (o.exit_code > 128) return "signaled";
+  return "exited";
+}
+
+// The sandbox's own account of the run, where it gives one (smolbox --json); otherwise what
+// the exit code says.
+void ReadResult(const Profile& profile, const Observation& o, Evidence& e) {
+  e.wall_ms = o.wall_ms;
+  if (!o.error.empty()) {
+    e.setup_error = "launch: " + o.error;
+    return;
+  }
+  if (!profile.smolbox_json || o.killed_by_net) {
+    e.status = StatusFromExit(o);
+    e.stdout_data = o.stdout_data;
+    e.stderr_data = o.stderr_data;
+    return;
+  }
+  auto result = nlohmann::json::parse(o.stdout_data, nullptr, false);
+  if (result.is_discarded() || !result.is_object()) {
+    e.status = "internal_error";
+    e.stdout_data = o.stdout_data;
+    e.stderr_data = o.stderr_data;
+    return;
+  }
+  e.status = result.value("status", "internal_error");
+  e.stdout_data = result.value("stdout", "");
+  e.stderr_data = result.value("stderr", "") + o.stderr_data;
+  if (e.status == "setup_error") e.setup_error = "the sandbox could not start: " + result.value("error", "");
+}
+
+// What changed outside the declared outputs: the canaries and every ro input.
+std::vector<std::string> Diff(const std::map<std::string, std::string>& before,
+                              const std::map<std::string, std::string>& after, const std::string& label) {
+  std::vector<std::string> changes;
+  for (const auto& [path, state] : after) {
+    auto old = before.find(path);
+    if (old == before.end()) changes.push_back(fmt::format("{}/{} appeared", label, path));
+    else if (old->second != state && !state.starts_with("dir")) changes.push_back(fmt::format("{}/{} changed", label, path));
+  }
+  for (const auto& [path, state] : before) {
+    if (!after.contains(path)) changes.push_back(fmt::format("{}/{} vanished", label, path));
+  }
+  return changes;
+}
+
+struct Watched {
+  std::vector<std::pair<std::string, std::string>> dirs;  // label, host dir
+  std::vector<std::map<std::string, std::string>> before;
+
+  void Take() {
+    for (const auto& [label, dir] : dirs) before.push_back(Snapshot(dir));
+  }
+  std::vector<std::string> Changes() const {
+    std::vector<std::string> all;
+    for (size_t i = 0; i < dirs.size(); ++i) {
+      auto changes = Diff(before[i], Snapshot(dirs[i].second), dirs[i].first);
+      all.insert(all.end(), changes.begin(), changes.end());
+    }
+    return all;
+  }
+};
+
+Placement Place(const Case& c, const CaseDir& dir, const CanarySet& canaries, const std::string& payload_dir) {
+  Placement p;
+  for (const auto& m : c.mounts) p.mount_sources[m.name] = dir.MountDir(m.name);
+  p.payload_dir = payload_dir;
+  p.workdir_host = dir.Workdir();
+  p.hints = canaries.hints();
+  p.marker = RandomMarker();
+  return p;
+}
+
+Launch MakeLaunch(const Case& c, const Profile& profile, std::vector<std::string> argv,
+                  const CaseDir& dir, const CanarySet& canaries) {
+  Launch launch;
+  launch.argv = std::move(argv);
+  launch.env = {"PATH=/usr/local/bin:/usr/bin:/bin", "LANG=C.UTF-8", "HOME=" + dir.Workdir()};
+  for (const auto& e : canaries.env()) launch.env.push_back(e);
+  // Host-path sandboxes get the case's env directly; the others through the profile's flags.
+  if (profile.host_paths) {
+    for (const auto& [k, v] : c.env) launch.env.push_back(k + "=" + v);
+  }
+  launch.inherited_fds = canaries.inherited_fds();
+  launch.stdin_data = c.stdin_data.value_or("");
+  launch.cwd = dir.Workdir();
+  launch.kill_after_ms = NetBoundMs(c);
+  int64_t cap = std::min<int64_t>(c.Limit("output_bytes") * 4 + (1 << 20), 64 << 20);
+  launch.capture_bytes = static_cast<size_t>(cap);
+  return launch;
+}
+
+Evidence Observe(const Case& c, const Profile& profile, const std::string& payload_dir, const CaseDir& dir,
+                 CaseReport& report) {
+  Evidence e;
+  auto canaries = CanarySet::Plant({dir.CanaryRoot(), geteuid() == 0});
+  if (!canaries) {
+    e.setup_error = "canaries: " + canaries.error().ToString();
+    return e;
+  }
+  if (auto missing = MissingHint(c, (*canaries)->hints())) {
+    report.verdict = Verdict::kSkip;
+    report.reason = *missing;
+    return e;
+  }
+  Placement placement = Place(c, dir, **canaries, payload_dir);
+  auto argv = RenderCommand(profile, c, placement);
+  if (!argv) {
+    e.setup_error = argv.error().ToString();
+    return e;
+  }
+  Watched watched;
+  watched.dirs.emplace_back("canaries", dir.CanaryRoot());
+  for (const auto& m : c.mounts) {
+    if (m.read_only) watched.dirs.emplace_back(m.name, dir.MountDir(m.name));
+  }
+  watched.Take();
+  auto net = SafetyNet::Create();
+  if (!net) {
+    e.setup_error = "safety net: " + net.error().ToString();
+    return e;
+  }
+  Observation o = net->Launch(MakeLaunch(c, profile, *argv, dir, **canaries));
+  ReadResult(profile, o, e);
+  std::this_thread::sleep_for(std::chrono::milliseconds(kSettleMs));
+  e.leftovers = FindLeftovers(placement.marker, dir.root());
+  for (const auto& m : c.mounts) {
+    if (m.read_only) continue;
+    auto outputs = ReadOutputs(dir.MountDir(m.name), m.name);
+    e.outputs.insert(outputs.begin(), outputs.end());
+  }
+  e.stray_writes = watched.Changes();
+  std::string everything = e.stdout_data + e.stderr_data + o.stdout_data + o.stderr_data;
+  for (const auto& [path, content] : e.outputs) everything += path + content;
+  e.leaked_canaries = (*canaries)->Leaked(everything);
+  e.detections = (*canaries)->Detections();
+  return e;
+}
+
+}  // namespace
+
+CaseReport RunCase(const Profile& profile, const Case& c, const std::string& payload_dir,
+                   const RunOptions& options) {
+  CaseReport report{c.id, c.category, c.Kind(), Verdict::kError, "", "", 0, UnsupportedLimits(profile, c)};
+  if (profile.syntax_only) {
+    report.verdict = Verdict::kSkip;
+    report.reason = "profile " + profile.name + " is validated for syntax only";
+    return report;
+  }
+  auto dir = CaseDir::Create(options.work_root, c);
+  if (!dir) {
+    report.reason = dir.error().ToString();
+    return report;
+  }
+  Evidence evidence = Observe(c, profile, payload_dir, *dir, report);
+  if (report.verdict == Verdict::kSkip) return report;
+  Judgement judgement = Judge(c, evidence);
+  report.verdict = judgement.verdict;
+  report.reason = judgement.reason;
+  report.status = evidence.status;
+  report.wall_ms = evidence.wall_ms;
+  return report;
+}
+
+std::vector<CaseReport> RunBattery(const Profile& profile, const std::vector<Case>& cases,
+                                   const std::string& payload_dir, const RunOptions& options,
+                                   const std::function<void(const Progress&)>& on_progress) {
+  std::vector<CaseReport> reports(cases.size());
+  std::mutex mutex;
+  Progress progress{0, cases.size(), 0, 0, ""};
+  size_t next = 0;
+  auto worker = [&] {
+    for (;;) {
+      size_t index;
+      {
+        std::lock_guard lock(mutex);
+        if (next == cases.size()) return;
+        index = next++;
+        progress.current = cases[index].id;
+        on_progress(progress);
+      }
+      CaseReport report = RunCase(profile, cases[index], payload_dir, options);
+      std::lock_guard lock(mutex);
+      ++progress.done;
+      if (report.verdict == Verdict::kPass) ++progress.passed;
+      if (report.verdict == Verdict::kFail || report.verdict == Verdict::kError) ++progress.failed;
+      reports[index] = std::move(report);
+      on_progress(progress);
+    }
+  };
+  std::vector<std::thread> workers;
+  for (int i = 0; i < std::max(1, options.jobs); ++i) workers.emplace_back(worker);
+  for (auto& w : workers) w.join();
+  return reports;
+}
+
+}  // namespace smolvm_check
