@@ -1,0 +1,175 @@
+// The battery's own proof: it passes on smolbox's namespace sandbox, every adversarial case
+// fails on `null` (no isolation) while every functional case passes there, peers run, and bad
+// input is named.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+namespace smolvm_check {
+namespace {
+
+struct Invocation {
+  int exit_code = -1;
+  std::string out;
+  std::string err;
+  nlohmann::json report;
+};
+
+std::string ReadAll(int fd) {
+  std::string text;
+  char buffer[65536];
+  for (ssize_t n; (n = read(fd, buffer, sizeof buffer)) > 0;) text.append(buffer, static_cast<size_t>(n));
+  return text;
+}
+
+// Runs smolvm-check with stdout and stderr to files, so neither pipe can fill up.
+Invocation RunCheck(std::vector<std::string> args) {
+  char out_path[] = "/tmp/smolvm-check-out-XXXXXX";
+  char err_path[] = "/tmp/smolvm-check-err-XXXXXX";
+  int out_fd = mkstemp(out_path), err_fd = mkstemp(err_path);
+  pid_t pid = fork();
+  if (pid == 0) {
+    dup2(out_fd, 1);
+    dup2(err_fd, 2);
+    args.insert(args.begin(), std::string(SMOLBOX_BIN_DIR) + "/smolvm-check");
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    execv(argv[0], argv.data());
+    _exit(99);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  Invocation inv;
+  inv.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  lseek(out_fd, 0, SEEK_SET);
+  lseek(err_fd, 0, SEEK_SET);
+  inv.out = ReadAll(out_fd);
+  inv.err = ReadAll(err_fd);
+  close(out_fd);
+  close(err_fd);
+  unlink(out_path);
+  unlink(err_path);
+  inv.report = nlohmann::json::parse(inv.out, nullptr, false);
+  return inv;
+}
+
+std::string Failures(const nlohmann::json& report) {
+  std::string text;
+  if (!report.is_object()) return "(no report)";
+  for (const auto& c : report["cases"]) {
+    if (c["verdict"] != "pass") text += c["id"].get<std::string>() + ": " + c["verdict"].get<std::string>() + " " + c["reason"].get<std::string>() + "\n";
+  }
+  return text;
+}
+
+TEST(Battery, every_case_passes_on_the_smolbox_namespace_sandbox) {
+  std::string dir = "/tmp/smolvm-check-report-ns";
+  auto run = RunCheck({"run", "--sandbox", "smolbox:ns", "-j", "2", "--json", "--report-dir", dir});
+  ASSERT_TRUE(run.report.is_object()) << run.err;
+  EXPECT_EQ(run.exit_code, 0) << Failures(run.report);
+  EXPECT_GE(run.report["summary"]["total"].get<int>(), 72);
+  for (const char* file : {"report.json", "junit.xml", "report.md"}) {
+    EXPECT_TRUE(std::filesystem::exists(dir + "/" + file)) << file;
+  }
+  std::filesystem::remove_all(dir);
+}
+
+TEST(Battery, every_adversarial_case_fails_and_every_functional_case_passes_without_isolation) {
+  auto run = RunCheck({"run", "--sandbox", "null", "-j", "2", "--json"});
+  ASSERT_TRUE(run.report.is_object()) << run.err;
+  EXPECT_EQ(run.exit_code, 1);
+  int adversarial = 0;
+  for (const auto& c : run.report["cases"]) {
+    std::string id = c["id"];
+    if (c["kind"] == "adversarial") {
+      ++adversarial;
+      EXPECT_EQ(c["verdict"], "fail") << id << " held without any sandbox: the case cannot fail (" << c["reason"] << ")";
+    } else {
+      EXPECT_EQ(c["verdict"], "pass") << id << ": " << c["reason"];
+    }
+  }
+  EXPECT_GE(adversarial, 60);
+}
+
+class Peer : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(Peer, runs_the_whole_battery_and_reports_a_verdict_for_every_case) {
+  auto run = RunCheck({"run", "--sandbox", GetParam(), "-j", "2", "--json"});
+  ASSERT_TRUE(run.report.is_object()) << run.err;
+  // Peers are compared, not gated: failing cases are expected; a broken run is not.
+  EXPECT_TRUE(run.exit_code == 0 || run.exit_code == 1) << run.err;
+  EXPECT_GE(run.report["summary"]["pass"].get<int>(), 12) << Failures(run.report);
+}
+
+INSTANTIATE_TEST_SUITE_P(Installed, Peer, ::testing::Values("bwrap", "runsc"));
+
+TEST(Peer, syntax_only_profiles_validate_and_skip_every_case) {
+  for (const char* name : {"smolvm", "docker"}) {
+    auto run = RunCheck({"run", "--sandbox", name, "--filter", "functional.*", "--json"});
+    ASSERT_TRUE(run.report.is_object()) << name << ": " << run.err;
+    EXPECT_EQ(run.exit_code, 0) << name;
+    EXPECT_EQ(run.report["summary"]["skip"], run.report["summary"]["total"]) << name;
+  }
+}
+
+class TempFile {
+ public:
+  explicit TempFile(const std::string& content) {
+    char templ[] = "/tmp/smolvm-check-input-XXXXXX";
+    int fd = mkstemp(templ);
+    close(fd);
+    path_ = templ;
+    std::ofstream(path_) << content;
+  }
+  ~TempFile() { unlink(path_.c_str()); }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+TEST(BadInput, a_malformed_catalog_entry_names_the_case_and_field) {
+  TempFile catalog(R"({"version": 1, "cases": [{"id": "x.bad", "category": "cpu", "kind": "adversarial",
+    "lang": "python", "payload": "python/nope.py", "expect": {"status": ["timout"]}}]})");
+  auto run = RunCheck({"run", "--sandbox", "null", "--catalog", catalog.path()});
+  EXPECT_EQ(run.exit_code, 2);
+  EXPECT_NE(run.err.find("x.bad"), std::string::npos) << run.err;
+}
+
+TEST(BadInput, an_unknown_profile_field_is_named) {
+  TempFile profile(R"({"name": "typo", "comand": ["x"], "command": ["{argv...}"], "result": "exit_code"})");
+  auto run = RunCheck({"run", "--sandbox", profile.path()});
+  EXPECT_EQ(run.exit_code, 2);
+  EXPECT_NE(run.err.find("comand"), std::string::npos) << run.err;
+}
+
+TEST(BadInput, a_missing_sandbox_binary_is_named) {
+  TempFile profile(R"({"name": "ghost", "binary": "no-such-sandbox-binary", "command": ["no-such-sandbox-binary", "{argv...}"], "result": "exit_code"})");
+  auto run = RunCheck({"run", "--sandbox", profile.path()});
+  EXPECT_EQ(run.exit_code, 2);
+  EXPECT_NE(run.err.find("no-such-sandbox-binary"), std::string::npos) << run.err;
+}
+
+TEST(BadInput, a_payload_file_that_does_not_exist_is_named) {
+  TempFile catalog(R"({"version": 1, "cases": [{"id": "x.missing", "category": "cpu", "kind": "adversarial",
+    "lang": "python", "payload": "python/definitely-missing.py", "expect": {"status": ["timeout"]}}]})");
+  auto run = RunCheck({"run", "--sandbox", "null", "--catalog", catalog.path()});
+  EXPECT_EQ(run.exit_code, 2);
+  EXPECT_NE(run.err.find("definitely-missing.py"), std::string::npos) << run.err;
+}
+
+TEST(BadInput, an_unknown_sandbox_name_is_named) {
+  auto run = RunCheck({"run", "--sandbox", "no-such-profile"});
+  EXPECT_EQ(run.exit_code, 2);
+  EXPECT_NE(run.err.find("no-such-profile"), std::string::npos) << run.err;
+}
+
+}  // namespace
+}  // namespace smolvm_check
