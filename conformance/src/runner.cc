@@ -209,6 +209,13 @@ Evidence Observe(const Case& c, const Profile& profile, const std::string& paylo
   ReadResult(profile, o, e);
   std::this_thread::sleep_for(std::chrono::milliseconds(kSettleMs));
   e.leftovers = FindLeftovers(placement.marker, dir.root());
+  // The net's cgroup also holds daemons that rewrote their command line.
+  for (pid_t pid : net->Remaining()) {
+    std::string entry = fmt::format("process {} ", pid);
+    bool listed = std::any_of(e.leftovers.begin(), e.leftovers.end(),
+                              [&](const std::string& l) { return l.starts_with(entry); });
+    if (!listed) e.leftovers.push_back(fmt::format("process {} ({})", pid, ProcCmdline(std::to_string(pid)).substr(0, 80)));
+  }
   for (const auto& m : c.mounts) {
     if (m.read_only) continue;
     auto outputs = ReadOutputs(dir.MountDir(m.name), m.name);

@@ -442,11 +442,11 @@ TEST_F(ValidateRunSpecTest, accepts_a_regular_stdin_file) {
   EXPECT_EQ(ValidateError(), "<no error>");
 }
 
-TEST_F(ValidateRunSpecTest, rejects_a_missing_or_irregular_stdin_file) {
+TEST_F(ValidateRunSpecTest, rejects_a_missing_stdin_file_or_a_directory) {
   spec_.stdin_file = Path("missing");
   EXPECT_EQ(ValidateError(), fmt::format("stdin_file: {} does not exist", Path("missing")));
   spec_.stdin_file = Path("dir");
-  EXPECT_EQ(ValidateError(), fmt::format("stdin_file: {} is not a regular file", Path("dir")));
+  EXPECT_EQ(ValidateError(), fmt::format("stdin_file: {} is a directory", Path("dir")));
 }
 
 TEST_F(ValidateRunSpecTest, escapes_unprintable_paths_in_messages) {
