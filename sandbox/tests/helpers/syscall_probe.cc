@@ -54,7 +54,9 @@ long PerfEventOpen() {
   return syscall(SYS_perf_event_open, &attr, 0, -1, -1, 0);
 }
 
-long Userfaultfd() { return syscall(SYS_userfaultfd, O_CLOEXEC); }
+// User-mode-only faults need no privilege (vm.unprivileged_userfaultfd=0 allows them), so only
+// the seccomp policy stands between the workload and this call.
+long Userfaultfd() { return syscall(SYS_userfaultfd, O_CLOEXEC | 1 /* UFFD_USER_MODE_ONLY */); }
 
 // Attaching to a child of its own: the attack ptrace is for inside a sandbox.
 long Ptrace() {
