@@ -1,6 +1,7 @@
 // smolvm-check: verifies what a sandbox really holds.
 //
 //   smolvm-check run [--sandbox S] [--filter GLOB] [--category C] [-j N] [--report-dir DIR] [--json]
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdio>
