@@ -1,0 +1,143 @@
+// Filesystem escapes. Usage: node filesystem.js MODE [ARGS...] MARKER
+//
+// Reading a canary is the evidence: the runner finds its token in the output. Writes that
+// should be impossible print BREACH. The modes are those of python/filesystem.py, without
+// open_by_handle (Node cannot make that syscall).
+'use strict';
+const fs = require('fs');
+const path = require('path');
+
+const ARGS = process.argv.slice(2, -1); // the last word is the runner's marker
+
+function say(line) {
+  process.stdout.write(line + '\n');
+}
+
+function readFile(file, label = file) {
+  let data;
+  try {
+    data = fs.readFileSync(file).subarray(0, 4096).toString();
+  } catch (e) {
+    say(`BLOCKED read ${label}: ${e.message}`);
+    return null;
+  }
+  say(`READ ${label}: ${data.trim()}`);
+  return data;
+}
+
+function writeFile(file, label) {
+  try {
+    fs.writeFileSync(file, 'smolvm-check was here\n');
+  } catch (e) {
+    say(`BLOCKED write ${label}: ${e.message}`);
+    return false;
+  }
+  say(`BREACH wrote ${label}`);
+  return true;
+}
+
+const modes = {
+  absolute(canary) {
+    readFile(canary);
+  },
+  dotdot(canary) {
+    say(`CWD ${process.cwd()}`);
+    readFile('../'.repeat(40) + canary.replace(/^\/+/, ''));
+  },
+  proc_self_root(canary) {
+    readFile('/proc/self/root' + canary);
+  },
+  proc_1_root(canary) {
+    readFile('/proc/1/root' + canary);
+  },
+  proc_scan(canary) {
+    const name = path.basename(canary);
+    const pids = fs.readdirSync('/proc').filter((p) => /^\d+$/.test(p)).map(Number).sort((a, b) => a - b);
+    say(`SCANNING ${pids.length} pids`);
+    for (const pid of pids) {
+      for (const file of [`/proc/${pid}/root${canary}`, `/proc/${pid}/cwd/${name}`]) {
+        try {
+          say(`READ ${file}: ${fs.readFileSync(file).subarray(0, 4096).toString().trim()}`);
+          return;
+        } catch (e) {
+          // not this one
+        }
+      }
+    }
+    say('NOTHING FOUND');
+  },
+  symlink_plant(out, canaryDir, canary) {
+    const link = path.join(out, 'link');
+    const fileLink = path.join(out, 'canary');
+    fs.symlinkSync(canaryDir, link);
+    fs.symlinkSync(canary, fileLink);
+    say(`PLANTED ${link} -> ${canaryDir} and ${fileLink} -> ${canary}`);
+    readFile(path.join(link, path.basename(canary)), 'through the directory link');
+    readFile(fileLink, 'through the file link');
+    writeFile(path.join(link, 'pwned'), `${canaryDir}/pwned through ${link}`);
+  },
+  symlink_swap(out, canaryDir) {
+    const sub = path.join(out, 'sub');
+    try {
+      fs.rmSync(sub, { recursive: true });
+    } catch (e) {
+      say(`could not remove ${sub}: ${e.message}`);
+    }
+    fs.symlinkSync(canaryDir, sub);
+    say(`SWAPPED ${sub} -> ${canaryDir}`);
+    writeFile(path.join(sub, 'pwned'), `${canaryDir}/pwned through ${sub}`);
+  },
+  symlink_up(out, canary) {
+    const up = path.join(out, 'up');
+    fs.symlinkSync('../'.repeat(40), up);
+    readFile(up + canary);
+  },
+  hardlink(out, canary) {
+    const target = path.join(out, 'hard');
+    try {
+      fs.linkSync(canary, target);
+    } catch (e) {
+      say(`BLOCKED link ${canary}: ${e.message}`);
+      return;
+    }
+    say(`BREACH hardlinked ${canary} into ${out}`);
+    readFile(target);
+  },
+  ro_write(mount) {
+    const data = path.join(mount, 'data.txt');
+    const attempts = [
+      ['append to data.txt', () => fs.appendFileSync(data, 'smolvm-check was here\n')],
+      ['create new.txt', () => fs.writeFileSync(path.join(mount, 'new.txt'), 'x\n')],
+      ['chmod data.txt', () => fs.chmodSync(data, 0o777)],
+      ['rename data.txt', () => fs.renameSync(data, data + '.moved')],
+      ['mkdir', () => fs.mkdirSync(path.join(mount, 'newdir'))],
+    ];
+    for (const [label, attempt] of attempts) {
+      try {
+        attempt();
+      } catch (e) {
+        say(`BLOCKED ${label}: ${e.message}`);
+        continue;
+      }
+      say(`BREACH ${label} in the read-only mount ${mount}`);
+    }
+  },
+  canary_fd(number) {
+    const fd = Number(number);
+    const buf = Buffer.alloc(4096);
+    let n;
+    try {
+      n = fs.readSync(fd, buf, 0, buf.length, 0);
+    } catch (e) {
+      try {
+        n = fs.readSync(fd, buf, 0, buf.length, null);
+      } catch (e2) {
+        say(`BLOCKED fd ${fd}: ${e2.message}`);
+        return;
+      }
+    }
+    say(`READ fd ${fd}: ${buf.subarray(0, n).toString().trim()}`);
+  },
+};
+
+modes[ARGS[0]](...ARGS.slice(1));

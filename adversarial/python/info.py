@@ -1,0 +1,87 @@
+"""Information leaks. Usage: info.py MODE [ARGS...] MARKER
+
+env                  print the whole environment (the runner's env canary must not be there)
+processes HOST_PID   BREACH if /proc lists more than a handful of processes, or HOST_PID
+hostname HOST_PID    print the hostname; BREACH if this process shares the UTS namespace (and
+                     so the hostname) of HOST_PID, a process on the host
+interfaces           BREACH if /proc/net/dev lists any interface but lo
+mounts CANARY_DIR    BREACH if /proc/self/mountinfo shows the host's own mounts: a mount point
+                     where only a host has one (/sys, /run, /boot, /home, /root, ...), or the
+                     canary directory anywhere
+"""
+import os
+import socket
+import sys
+
+ARGS = sys.argv[1:-1]  # the last word is the runner's marker
+MAX_PROCESSES = 16
+
+
+def say(*parts):
+    print(*parts, flush=True)
+
+
+def env():
+    for key, value in sorted(os.environ.items()):
+        say(f"{key}={value}")
+
+
+def processes(host_pid):
+    pids = sorted(int(p) for p in os.listdir("/proc") if p.isdigit())
+    say(f"PROCESSES {len(pids)}: {' '.join(map(str, pids[:40]))}")
+    if len(pids) > MAX_PROCESSES:
+        say(f"BREACH /proc shows {len(pids)} processes")
+    if int(host_pid) in pids:
+        try:
+            with open(f"/proc/{host_pid}/cmdline", "rb") as f:
+                cmdline = f.read().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            cmdline = "?"
+        say(f"BREACH host process {host_pid} is visible: {cmdline}")
+
+
+def hostname(host_pid):
+    say(f"HOSTNAME {socket.gethostname()}")
+    try:
+        mine = os.readlink("/proc/self/ns/uts")
+        hosts = os.readlink(f"/proc/{host_pid}/ns/uts")
+    except OSError as e:
+        say(f"HOST UTS NAMESPACE NOT VISIBLE: {e}")
+        return
+    if mine == hosts:
+        say(f"BREACH same UTS namespace as host process {host_pid} ({mine}): "
+            f"the hostname {socket.gethostname()} is the host's")
+    else:
+        say(f"OWN UTS NAMESPACE {mine}, host's {hosts}")
+
+
+def interfaces():
+    with open("/proc/net/dev") as f:
+        names = [line.split(":")[0].strip() for line in f.readlines()[2:]]
+    say(f"INTERFACES {' '.join(names)}")
+    others = [n for n in names if n != "lo"]
+    if others:
+        say(f"BREACH host interfaces visible: {' '.join(others)}")
+
+
+HOST_ONLY_MOUNT_POINTS = ("/sys", "/run", "/boot", "/home", "/root", "/var", "/mnt",
+                          "/media", "/srv", "/snap", "/opt")
+
+
+def mounts(canary_dir):
+    with open("/proc/self/mountinfo") as f:
+        lines = f.read().splitlines()
+    say(f"MOUNTS {len(lines)}")
+    for line in lines:
+        fields = line.split()
+        root, point = fields[3], fields[4]
+        host_point = any(point == p or point.startswith(p + "/") for p in HOST_ONLY_MOUNT_POINTS)
+        if host_point or canary_dir in line:
+            say(f"BREACH host mount visible: {root} on {point}")
+
+
+MODES = {"env": env, "processes": processes, "hostname": hostname,
+         "interfaces": interfaces, "mounts": mounts}
+
+if __name__ == "__main__":
+    MODES[ARGS[0]](*ARGS[1:])

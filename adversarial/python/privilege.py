@@ -1,0 +1,293 @@
+"""Privilege attacks. Usage: privilege.py MODE MARKER
+
+Each mode makes one privileged request, prints BREACH if the kernel granted it, and undoes it
+at once. All of them are harmless on a host where they succeed:
+- mount, unshare_mount, chroot: a tmpfs on a fresh temp dir, unmounted right away; the
+  namespace and the chroot live in a child that exits;
+- ptrace: PTRACE_SEIZE of PID 1 (which does not stop it), detached at once, from a child that
+  exits;
+- keyctl: a throwaway key in a new session keyring of a child's own;
+- bpf, perf, io_uring, userfaultfd: one object, closed at once;
+- module: finit_module on /dev/null, which is no module;
+- clock: CLOCK_REALTIME set to the time it already shows.
+"""
+import ctypes
+import os
+import platform
+import sys
+import tempfile
+import time
+
+ARGS = sys.argv[1:-1]  # the last word is the runner's marker
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
+
+# Syscalls glibc has no wrapper for, by architecture.
+SYSCALLS = {
+    "x86_64": {"add_key": 248, "keyctl": 250, "bpf": 321, "perf_event_open": 298,
+               "io_uring_setup": 425, "userfaultfd": 323, "finit_module": 313},
+    "aarch64": {"add_key": 217, "keyctl": 219, "bpf": 280, "perf_event_open": 241,
+                "io_uring_setup": 425, "userfaultfd": 282, "finit_module": 273},
+}[platform.machine()]
+
+
+def say(*parts):
+    print(*parts, flush=True)
+
+
+def syscall(name, *args):
+    """The raw result and errno of a syscall (result < 0 means failure)."""
+    ctypes.set_errno(0)
+    result = libc.syscall(ctypes.c_long(SYSCALLS[name]), *args)
+    return result, ctypes.get_errno()
+
+
+def errname(errno):
+    return f"{os.strerror(errno)} (errno {errno})"
+
+
+def in_child(fn):
+    """Runs fn in a forked child, so that what it changes dies with the child."""
+    pid = os.fork()
+    if pid == 0:
+        try:
+            fn()
+        finally:
+            sys.stdout.flush()
+            os._exit(0)
+    os.waitpid(pid, 0)
+
+
+def cap_eff():
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("CapEff:"):
+                return int(line.split()[1], 16)
+    return 0
+
+
+def setuid():
+    say(f"UID {os.getuid()} EUID {os.geteuid()}")
+    for label, call in (("setgid(0)", lambda: os.setgid(0)), ("setuid(0)", lambda: os.setuid(0))):
+        try:
+            call()
+        except OSError as e:
+            say(f"BLOCKED {label}: {e}")
+            continue
+        say(f"BREACH {label} succeeded")
+
+
+def capabilities():
+    value = cap_eff()
+    say(f"CapEff {value:016x}")
+    if value:
+        say(f"BREACH effective capabilities {value:#x}")
+
+
+MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REC, MS_PRIVATE = 2, 4, 8, 0x4000, 1 << 18
+MNT_DETACH = 2
+
+
+def mount_tmpfs(target):
+    flags = MS_NOSUID | MS_NODEV | MS_NOEXEC
+    if libc.mount(b"smolvm-check", target.encode(), b"tmpfs", flags, b"size=1m") != 0:
+        say(f"BLOCKED mount tmpfs: {errname(ctypes.get_errno())}")
+        return
+    say(f"BREACH mounted a tmpfs on {target}")
+    libc.umount2(target.encode(), MNT_DETACH)
+
+
+def mount():
+    target = tempfile.mkdtemp(prefix="smolvm-check-mnt-")
+    try:
+        mount_tmpfs(target)
+    finally:
+        os.rmdir(target)
+
+
+def unshare_mount():
+    CLONE_NEWNS, CLONE_NEWUSER = 0x20000, 0x10000000
+    target = tempfile.mkdtemp(prefix="smolvm-check-mnt-")
+
+    def child():
+        for flags, label in ((CLONE_NEWUSER | CLONE_NEWNS, "user+mount"), (CLONE_NEWNS, "mount")):
+            if libc.unshare(flags) == 0:
+                say(f"BREACH unshare({label}) succeeded")
+                break
+            say(f"BLOCKED unshare({label}): {errname(ctypes.get_errno())}")
+        else:
+            return
+        # Private first, so that nothing mounted here propagates back to the parent namespace.
+        if libc.mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None) != 0:
+            say(f"could not make / private: {errname(ctypes.get_errno())}")
+            return
+        mount_tmpfs(target)
+
+    try:
+        in_child(child)
+    finally:
+        os.rmdir(target)
+
+
+def chroot():
+    target = tempfile.mkdtemp(prefix="smolvm-check-root-")
+
+    def child():
+        try:
+            os.chroot(target)
+        except OSError as e:
+            say(f"BLOCKED chroot: {e}")
+            return
+        say(f"BREACH chroot({target}) succeeded")
+
+    try:
+        in_child(child)
+    finally:
+        os.rmdir(target)
+
+
+def ptrace():
+    PTRACE_DETACH, PTRACE_SEIZE = 17, 0x4206
+    libc.ptrace.restype = ctypes.c_long
+    libc.ptrace.argtypes = [ctypes.c_long, ctypes.c_long, ctypes.c_void_p, ctypes.c_void_p]
+
+    def child():
+        # SEIZE never stops the tracee. DETACH fails with ESRCH while it runs; the tracer's
+        # exit, a moment later, detaches it anyway.
+        if libc.ptrace(PTRACE_SEIZE, 1, None, None) != 0:
+            say(f"BLOCKED ptrace(PTRACE_SEIZE, 1): {errname(ctypes.get_errno())}")
+            return
+        libc.ptrace(PTRACE_DETACH, 1, None, None)
+        say("BREACH ptrace(PTRACE_SEIZE) of PID 1 succeeded")
+
+    in_child(child)
+
+
+def keyctl():
+    KEYCTL_JOIN_SESSION_KEYRING, KEYCTL_INVALIDATE = 1, 21
+    KEY_SPEC_SESSION_KEYRING = -3
+
+    def child():
+        ring, err = syscall("keyctl", ctypes.c_long(KEYCTL_JOIN_SESSION_KEYRING), None)
+        if ring < 0:
+            say(f"BLOCKED keyctl(JOIN_SESSION_KEYRING): {errname(err)}")
+            return  # never add a key to a session keyring this process did not create
+        key, err = syscall("add_key", b"user", b"smolvm-check-probe", b"x", ctypes.c_size_t(1),
+                           ctypes.c_int(KEY_SPEC_SESSION_KEYRING))
+        if key < 0:
+            say(f"BLOCKED add_key: {errname(err)}")
+            return
+        syscall("keyctl", ctypes.c_long(KEYCTL_INVALIDATE), ctypes.c_long(key))
+        say(f"BREACH add_key created key {key} in a new session keyring")
+
+    in_child(child)
+
+
+def bpf():
+    BPF_MAP_CREATE, BPF_MAP_TYPE_ARRAY = 0, 2
+    attr = (ctypes.c_uint32 * 32)()  # union bpf_attr, zero beyond the fields set
+    attr[0], attr[1], attr[2], attr[3] = BPF_MAP_TYPE_ARRAY, 4, 4, 1
+    fd, err = syscall("bpf", ctypes.c_int(BPF_MAP_CREATE), ctypes.byref(attr), ctypes.c_uint(128))
+    if fd < 0:
+        say(f"BLOCKED bpf(BPF_MAP_CREATE): {errname(err)}")
+        return
+    os.close(fd)
+    say("BREACH bpf(BPF_MAP_CREATE) returned a map")
+
+
+def perf():
+    # A software clock counting this process in user mode only: allowed by the laxest
+    # perf_event_paranoid, and needing no hardware PMU.
+    PERF_TYPE_SOFTWARE, PERF_COUNT_SW_CPU_CLOCK, PERF_FLAG_FD_CLOEXEC = 1, 0, 8
+    size = 112  # PERF_ATTR_SIZE_VER5
+    attr = (ctypes.c_uint8 * size)()
+    ctypes.c_uint32.from_buffer(attr, 0).value = PERF_TYPE_SOFTWARE
+    ctypes.c_uint32.from_buffer(attr, 4).value = size
+    ctypes.c_uint64.from_buffer(attr, 8).value = PERF_COUNT_SW_CPU_CLOCK
+    ctypes.c_uint64.from_buffer(attr, 40).value = 1 | 1 << 5 | 1 << 6  # disabled, no kernel/hv
+    fd, err = syscall("perf_event_open", ctypes.byref(attr), ctypes.c_int(0), ctypes.c_int(-1),
+                      ctypes.c_int(-1), ctypes.c_ulong(PERF_FLAG_FD_CLOEXEC))
+    if fd < 0:
+        say(f"BLOCKED perf_event_open: {errname(err)}")
+        return
+    os.close(fd)
+    say("BREACH perf_event_open returned an event")
+
+
+def io_uring():
+    params = (ctypes.c_uint8 * 120)()  # struct io_uring_params, all zero
+    fd, err = syscall("io_uring_setup", ctypes.c_uint(1), ctypes.byref(params))
+    if fd < 0:
+        say(f"BLOCKED io_uring_setup: {errname(err)}")
+        return
+    os.close(fd)
+    say("BREACH io_uring_setup returned a ring")
+
+
+def userfaultfd():
+    O_CLOEXEC, O_NONBLOCK, UFFD_USER_MODE_ONLY = 0o2000000, 0o4000, 1
+    fd, err = syscall("userfaultfd", ctypes.c_int(O_CLOEXEC | O_NONBLOCK | UFFD_USER_MODE_ONLY))
+    if fd < 0 and err == 22:  # EINVAL: a kernel older than UFFD_USER_MODE_ONLY
+        fd, err = syscall("userfaultfd", ctypes.c_int(O_CLOEXEC | O_NONBLOCK))
+    if fd < 0:
+        say(f"BLOCKED userfaultfd: {errname(err)}")
+        return
+    os.close(fd)
+    say("BREACH userfaultfd returned a descriptor")
+
+
+def in_initial_user_namespace():
+    try:
+        with open("/proc/self/uid_map") as f:
+            return f.read().split() == ["0", "0", "4294967295"]
+    except OSError:
+        return False
+
+
+def module():
+    # /dev/null is no module: the kernel refuses it, but only after the permission check.
+    # EPERM means the check held. A kernel without module support answers ENOSYS to everyone;
+    # there CAP_SYS_MODULE in the initial user namespace is what would load one.
+    EPERM, ENOSYS, CAP_SYS_MODULE = 1, 38, 16
+    fd = os.open("/dev/null", os.O_RDONLY)
+    result, err = syscall("finit_module", ctypes.c_int(fd), b"", ctypes.c_int(0))
+    os.close(fd)
+    if result == 0:
+        say("BREACH finit_module accepted /dev/null")
+    elif err == EPERM:
+        say(f"BLOCKED finit_module: {errname(err)}")
+    elif err != ENOSYS:
+        say(f"BREACH finit_module got past the permission check: {errname(err)}")
+    elif cap_eff() & (1 << CAP_SYS_MODULE) and in_initial_user_namespace():
+        say("BREACH no module support here, but CAP_SYS_MODULE is held in the initial user namespace")
+    else:
+        say(f"BLOCKED finit_module: {errname(err)}, and no CAP_SYS_MODULE")
+
+
+class Timespec(ctypes.Structure):
+    _fields_ = [("tv_sec", ctypes.c_long), ("tv_nsec", ctypes.c_long)]
+
+
+def clock():
+    # The time written is the time read plus the monotonic time since, so the clock does not move.
+    CLOCK_REALTIME = 0
+    now = Timespec()
+    libc.clock_gettime(CLOCK_REALTIME, ctypes.byref(now))
+    read_at = time.monotonic_ns()
+    ns = now.tv_sec * 10**9 + now.tv_nsec + (time.monotonic_ns() - read_at)
+    target = Timespec(ns // 10**9, ns % 10**9)
+    if libc.clock_settime(CLOCK_REALTIME, ctypes.byref(target)) != 0:
+        say(f"BLOCKED clock_settime: {errname(ctypes.get_errno())}")
+        return
+    say("BREACH clock_settime(CLOCK_REALTIME) succeeded (set to the current time)")
+
+
+MODES = {
+    "setuid": setuid, "capabilities": capabilities, "mount": mount,
+    "unshare_mount": unshare_mount, "chroot": chroot, "ptrace": ptrace, "keyctl": keyctl,
+    "bpf": bpf, "perf": perf, "io_uring": io_uring, "userfaultfd": userfaultfd,
+    "module": module, "clock": clock,
+}
+
+if __name__ == "__main__":
+    MODES[ARGS[0]]()
