@@ -6,7 +6,8 @@ be impossible print BREACH.
 absolute FILE            open the host canary by its absolute path
 dotdot FILE              ../../.. from the working directory up to / and down to the canary
 proc_self_root FILE      /proc/self/root/<FILE>
-proc_1_root FILE         /proc/1/root/<FILE>
+proc_1_root FILE PID     /proc/1/root/<FILE>, then /proc/<PID>/root/<FILE> for a host process
+                         (some hosts' PID 1 refuses /proc/1/root even to root)
 proc_scan FILE           /proc/<pid>/root/<FILE> and /proc/<pid>/cwd/<name> for every pid
 symlink_plant OUT DIR FILE
                          plant OUT/link -> DIR and OUT/canary -> FILE, read and write through
@@ -58,8 +59,9 @@ def proc_self_root(canary):
     read_file("/proc/self/root" + canary)
 
 
-def proc_1_root(canary):
+def proc_1_root(canary, host_pid):
     read_file("/proc/1/root" + canary)
+    read_file(f"/proc/{host_pid}/root" + canary)
 
 
 def proc_scan(canary):

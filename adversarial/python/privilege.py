@@ -153,12 +153,14 @@ def ptrace():
 
     def child():
         # SEIZE never stops the tracee. DETACH fails with ESRCH while it runs; the tracer's
-        # exit, a moment later, detaches it anyway.
-        if libc.ptrace(PTRACE_SEIZE, 1, None, None) != 0:
-            say(f"BLOCKED ptrace(PTRACE_SEIZE, 1): {errname(ctypes.get_errno())}")
-            return
-        libc.ptrace(PTRACE_DETACH, 1, None, None)
-        say("BREACH ptrace(PTRACE_SEIZE) of PID 1 succeeded")
+        # exit, a moment later, detaches it anyway. Some hosts' PID 1 refuses every tracer, so a
+        # host process of the runner's ({host_pid}) is tried next.
+        for pid in [1] + [int(p) for p in ARGS[1:2]]:
+            if libc.ptrace(PTRACE_SEIZE, pid, None, None) != 0:
+                say(f"BLOCKED ptrace(PTRACE_SEIZE, {pid}): {errname(ctypes.get_errno())}")
+                continue
+            libc.ptrace(PTRACE_DETACH, pid, None, None)
+            say(f"BREACH ptrace(PTRACE_SEIZE) of pid {pid} succeeded")
 
     in_child(child)
 
