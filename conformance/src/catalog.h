@@ -7,6 +7,7 @@
 // Schema (every field is checked; an unknown field is an error naming the case and field):
 //   {"version": 1, "cases": [{
 //     "id": "cpu.while_true.python",            unique, [a-z0-9_.]+
+//     "description": "spins forever",            optional
 //     "category": "cpu",                         one of kCategories
 //     "kind": "adversarial" | "functional",
 //     "lang": "python" | "js" | "sh",
@@ -46,6 +47,10 @@ inline const std::vector<std::string> kCategories = {
     "cpu", "memory", "pids", "disk", "output", "network", "filesystem",
     "privilege", "info", "signals", "time", "functional"};
 
+// The RunSpec limit names a case may set, in the order reports list them.
+inline const std::vector<std::string> kLimitNames = {
+    "timeout_ms", "cpu_ms", "memory_mib", "cpus", "pids", "storage_mib", "output_bytes", "files"};
+
 struct CaseMount {
   std::string name;    // how args and expect.outputs refer to it: {mount:in}, "in/file"
   std::string target;  // path inside the sandbox
@@ -80,6 +85,7 @@ struct Case {
   std::vector<CaseMount> mounts;
   Expect expect;
   std::vector<std::string> oracles;
+  std::string description;  // optional "description": what the case tries, for humans
 
   std::string Kind() const { return adversarial ? "adversarial" : "functional"; }
   bool HasOracle(const std::string& name) const;
