@@ -15,9 +15,20 @@
 //    "result": "exit_code" | "smolbox_json",
 //    "syntax_only": false}                    true: cannot run here, only validated
 //
-// Placeholders: {argv...} {mounts...} {env...} {limits...} expand to several words; {workdir},
-// {timeout_ms}, {timeout_s}, {memory_mib}, {cpus}, {pids}, {storage_mib}, {output_bytes},
-// {files}, {backend}, {smolbox} expand in place.
+// Optional fields beyond these:
+//    "install": "apt install bubblewrap",     told when the binary is missing
+//    "stdin": ["-i"],                         inserted at {stdin...} when the case has stdin
+//    "interpreters": {"js": ["/usr/local/bin/node"]},   default /usr/bin/python3 -u,
+//                                             /usr/bin/node, /bin/sh
+//    "variables": {"image": "node:20-bookworm"}         more {name}s; the loader may override
+//
+// Placeholders: {argv...} {mounts...} {env...} {limits...} {stdin...} expand to several words,
+// each only as a whole word of "command"; {workdir}, {timeout_ms}, {timeout_s}, {cpu_ms},
+// {memory_mib}, {cpus} (decimal, e.g. 0.5), {vcpus} (whole CPUs, rounded up), {pids},
+// {storage_mib}, {output_bytes}, {files} and the variables ({backend}, {smolbox}) expand in
+// place anywhere; {source} {target} only in "mount", {key} {value} only in "env". A limit
+// placeholder takes the case's value or the RunSpec default. Every limit must be mapped (in
+// "limits", "limit_args" or by a placeholder in "command") or listed in "unsupported".
 #pragma once
 
 #include <map>
@@ -44,6 +55,9 @@ struct Profile {
   bool smolbox_json = false;
   bool syntax_only = false;
   std::map<std::string, std::string> variables;  // e.g. {backend}, {smolbox}, set by the loader
+  std::string install_hint;                      // "install"
+  std::vector<std::string> stdin_args;           // "stdin"
+  std::map<std::string, std::vector<std::string>> interpreters;  // lang -> words, defaults filled
 };
 
 // "null", "smolbox:ns", "smolbox:auto", "smolbox:vm", a name in profiles_dir, or a path.
@@ -62,7 +76,11 @@ struct Placement {
 inline constexpr const char* kPayloadTarget = "/payload";
 inline constexpr const char* kSandboxWorkdir = "/work";
 
-// The full command line for this case under this profile.
+// The full command line for this case under this profile: the limit wrappers (in the order of
+// the limits map, each applied when its limit is non-zero), then the command. {argv...} is the
+// interpreter, the payload (under kPayloadTarget, or its host path for host_paths), the case's
+// args with {mount:NAME}, {workdir} and the canary hints substituted, then the marker. The
+// payload directory is mounted read-only at kPayloadTarget ahead of the case's mounts.
 Expected<std::vector<std::string>> RenderCommand(const Profile& profile, const Case& c,
                                                  const Placement& placement);
 // The limits the case sets that the profile cannot enforce.

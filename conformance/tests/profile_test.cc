@@ -1,0 +1,621 @@
+// Profiles: every shipped profile loads, bad profiles are errors naming the profile and field,
+// and a case renders to the exact command line each sandbox is given.
+#include "profile.h"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <gtest/gtest.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <sstream>
+#include <string>
+
+#include "json_check.h"
+
+namespace smolvm_check {
+namespace {
+
+using nlohmann::json;
+using Words = std::vector<std::string>;
+
+const std::string kProfiles = std::string(SMOLVM_CHECK_SOURCE_DIR) + "/conformance/profiles";
+
+class TempDir {
+ public:
+  TempDir() {
+    char templ[] = "/tmp/profile-test-XXXXXX";
+    path_ = mkdtemp(templ);
+  }
+  ~TempDir() { std::filesystem::remove_all(path_); }
+  std::string Write(const std::string& name, const std::string& text) const {
+    std::filesystem::create_directories(std::filesystem::path(path_ + "/" + name).parent_path());
+    std::ofstream(path_ + "/" + name) << text;
+    return path_ + "/" + name;
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+// Sets an environment variable for one test, restoring it afterwards.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const std::string& value) : name_(name) {
+    if (const char* old = getenv(name)) old_ = old;
+    setenv(name, value.c_str(), 1);
+  }
+  ~ScopedEnv() {
+    if (old_)
+      setenv(name_, old_->c_str(), 1);
+    else
+      unsetenv(name_);
+  }
+
+ private:
+  const char* name_;
+  std::optional<std::string> old_;
+};
+
+bool OnPath(const std::string& binary) {
+  return system(("command -v " + binary + " >/dev/null 2>&1").c_str()) == 0;
+}
+
+// A profile with every field a sandbox-paths profile needs, to be broken one field at a time.
+json GoodProfile() {
+  return {{"name", "x"},
+          {"command", {"sbx", "{limits...}", "{mounts...}", "{env...}", "--", "{argv...}"}},
+          {"mount",
+           {{"ro", {"--ro", "{source}", "{target}"}}, {"rw", {"--rw", "{source}", "{target}"}}}},
+          {"env", {"--env", "{key}={value}"}},
+          {"limit_args", {{"timeout_ms", {"--timeout", "{timeout_s}"}}}},
+          {"unsupported",
+           {"cpu_ms", "memory_mib", "cpus", "pids", "storage_mib", "output_bytes", "files"}},
+          {"result", "exit_code"}};
+}
+
+std::string ParseError(const json& profile) {
+  auto parsed = ParseProfile(profile.dump(), "test.json");
+  return parsed ? "<parsed>" : parsed.error().ToString();
+}
+
+// A case that uses everything a profile renders: limits, stdin, mounts, env and arg hints.
+Case CsvCase() {
+  Case c;
+  c.id = "functional.csv.python";
+  c.lang = "python";
+  c.payload = "/cat/python/csv.py";
+  c.args = {"{mount:in}/data.csv", "{workdir}/x", "{canary_file}"};
+  c.stdin_data = "text";
+  c.env = {{"GREETING", "hi"}, {"LANG", "C"}};
+  c.limits = {{"timeout_ms", 2500}, {"cpus", 500}, {"output_bytes", 65536}};
+  c.mounts = {{"in", "/in", true, {}}, {"out", "/out", false, {}}};
+  return c;
+}
+
+Placement CsvPlacement() {
+  Placement p;
+  p.mount_sources = {{"in", "/host/case/in"}, {"out", "/host/case/out"}};
+  p.payload_dir = "/cat";
+  p.workdir_host = "/host/case/work";
+  p.hints = {{"canary_file", "/host/canary"}};
+  p.marker = "MARK";
+  return p;
+}
+
+Words Render(const Profile& profile, const Case& c = CsvCase(),
+             const Placement& placement = CsvPlacement()) {
+  auto argv = RenderCommand(profile, c, placement);
+  EXPECT_TRUE(argv) << argv.error().ToString();
+  return argv ? *argv : Words{};
+}
+
+// ---------------------------------------------------------------------------
+// Loading
+
+TEST(LoadProfile, parses_every_shipped_profile) {
+  size_t count = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(kProfiles)) {
+    if (entry.path().extension() != ".json") continue;
+    auto text = ReadTextFile(entry.path());
+    ASSERT_TRUE(text) << entry.path();
+    auto profile = ParseProfile(*text, entry.path());
+    EXPECT_TRUE(profile) << profile.error().ToString();
+    EXPECT_EQ(profile ? profile->name + ".json" : "", entry.path().filename());
+    EXPECT_FALSE(profile && profile->description.empty()) << entry.path();
+    ++count;
+  }
+  EXPECT_EQ(count, 6u);
+}
+
+TEST(LoadProfile, loads_null_with_host_paths_and_every_limit_unsupported) {
+  auto profile = LoadProfile("null", kProfiles);
+  ASSERT_TRUE(profile) << profile.error().ToString();
+  EXPECT_EQ(profile->name, "null");
+  EXPECT_TRUE(profile->host_paths);
+  EXPECT_FALSE(profile->smolbox_json);
+  EXPECT_EQ(profile->unsupported, kLimitNames);
+  Case c = CsvCase();
+  EXPECT_EQ(UnsupportedLimits(*profile, c), (Words{"timeout_ms", "cpus", "output_bytes"}));
+}
+
+TEST(LoadProfile, loads_each_smolbox_backend_with_its_variables) {
+  ScopedEnv smolbox("SMOLBOX", "/bin/true");
+  for (const char* backend : {"ns", "auto", "vm"}) {
+    auto profile = LoadProfile(std::string("smolbox:") + backend, kProfiles);
+    ASSERT_TRUE(profile) << profile.error().ToString();
+    EXPECT_EQ(profile->name, std::string("smolbox:") + backend);
+    EXPECT_EQ(profile->variables.at("backend"), backend);
+    EXPECT_EQ(profile->binary, "/bin/true");
+    EXPECT_EQ(profile->version_command, (Words{"/bin/true", "--version"}));
+    EXPECT_TRUE(profile->smolbox_json);
+    EXPECT_TRUE(profile->unsupported.empty());
+  }
+}
+
+TEST(LoadProfile, finds_smolbox_next_to_the_running_executable) {
+  ScopedEnv smolbox("SMOLBOX", "");
+  std::string self = std::filesystem::read_symlink("/proc/self/exe");
+  std::string expected = std::filesystem::path(self).parent_path() / "smolbox";
+  auto profile = LoadProfile("smolbox:ns", kProfiles);
+  if (access(expected.c_str(), X_OK) != 0) {
+    ASSERT_FALSE(profile);
+    EXPECT_NE(profile.error().ToString().find(expected), std::string::npos);
+    return;
+  }
+  ASSERT_TRUE(profile) << profile.error().ToString();
+  EXPECT_EQ(profile->binary, expected);
+}
+
+TEST(LoadProfile, rejects_an_unknown_smolbox_backend) {
+  auto profile = LoadProfile("smolbox:kvm", kProfiles);
+  ASSERT_FALSE(profile);
+  EXPECT_EQ(profile.error().ToString(),
+            "sandbox smolbox:kvm: unknown smolbox backend \"kvm\" (ns, auto or vm)");
+}
+
+TEST(LoadProfile, loads_bwrap_and_runsc_where_they_are_installed) {
+  for (const char* name : {"bwrap", "runsc"}) {
+    if (!OnPath(name)) {
+      ADD_FAILURE() << name << " is not installed (the setup script installs it)";
+      continue;
+    }
+    auto profile = LoadProfile(name, kProfiles);
+    ASSERT_TRUE(profile) << profile.error().ToString();
+    EXPECT_FALSE(profile->syntax_only);
+    EXPECT_EQ(profile->version_command[0], name);
+  }
+}
+
+TEST(LoadProfile, validates_smolvm_and_docker_as_syntax_only_without_their_binaries) {
+  TempDir empty;
+  ScopedEnv path("PATH", empty.path());
+  for (const char* name : {"smolvm", "docker"}) {
+    auto profile = LoadProfile(name, kProfiles);
+    ASSERT_TRUE(profile) << profile.error().ToString();
+    EXPECT_TRUE(profile->syntax_only) << name;
+  }
+}
+
+TEST(LoadProfile, names_a_missing_binary_and_how_to_install_it) {
+  TempDir empty;
+  ScopedEnv path("PATH", empty.path());
+  auto profile = LoadProfile("bwrap", kProfiles);
+  ASSERT_FALSE(profile);
+  EXPECT_EQ(profile.error().ToString(),
+            "sandbox bwrap: binary \"bwrap\" not found on PATH (apt install bubblewrap)");
+}
+
+TEST(LoadProfile, checks_the_binary_before_the_rest_of_the_profile) {
+  TempDir dir;
+  std::string path =
+      dir.Write("ghost.json", R"({"name": "ghost", "binary": "no-such-sandbox-binary",
+      "command": ["no-such-sandbox-binary", "{argv...}"], "result": "exit_code"})");
+  auto profile = LoadProfile(path, kProfiles);
+  ASSERT_FALSE(profile);
+  EXPECT_EQ(profile.error().ToString(),
+            "sandbox " + path + ": binary \"no-such-sandbox-binary\" not found on PATH");
+}
+
+TEST(LoadProfile, loads_a_profile_by_name_from_the_directory_or_by_path) {
+  TempDir dir;
+  std::string path = dir.Write("mine.json", GoodProfile().dump());
+  auto by_name = LoadProfile("mine", dir.path());
+  ASSERT_TRUE(by_name) << by_name.error().ToString();
+  EXPECT_EQ(by_name->name, "x");
+  auto by_path = LoadProfile(path, "/nonexistent");
+  ASSERT_TRUE(by_path) << by_path.error().ToString();
+}
+
+TEST(LoadProfile, names_a_profile_that_does_not_exist) {
+  auto profile = LoadProfile("no-such-profile", "/nonexistent");
+  ASSERT_FALSE(profile);
+  EXPECT_EQ(profile.error().ToString(),
+            "sandbox no-such-profile: no such profile (/nonexistent/no-such-profile.json does "
+            "not exist)");
+}
+
+// ---------------------------------------------------------------------------
+// Parsing
+
+TEST(ParseProfile, accepts_the_good_profile_these_tests_break) {
+  EXPECT_EQ(ParseError(GoodProfile()), "<parsed>");
+}
+
+TEST(ParseProfile, rejects_an_unknown_field) {
+  json p = GoodProfile();
+  p["name"] = "bwrap";
+  p["comand"] = {"x"};
+  EXPECT_EQ(ParseError(p), "profile bwrap: unknown field \"comand\"");
+  p.erase("comand");
+  p["mount"]["rx"] = {"x"};
+  EXPECT_EQ(ParseError(p), "profile bwrap: mount: unknown field \"rx\"");
+}
+
+TEST(ParseProfile, rejects_a_missing_required_field) {
+  for (const char* field : {"command", "result"}) {
+    json p = GoodProfile();
+    p.erase(field);
+    EXPECT_EQ(ParseError(p), fmt::format("profile x: {}: is required", field));
+  }
+  json p = GoodProfile();
+  p.erase("name");
+  EXPECT_EQ(ParseError(p), "profile test.json: name: is required");
+}
+
+TEST(ParseProfile, rejects_wrong_types_and_values) {
+  json p = GoodProfile();
+  p["result"] = "json";
+  EXPECT_EQ(ParseError(p), "profile x: result: must be exit_code or smolbox_json (got \"json\")");
+  p = GoodProfile();
+  p["paths"] = "guest";
+  EXPECT_EQ(ParseError(p), "profile x: paths: must be sandbox or host (got \"guest\")");
+  p = GoodProfile();
+  p["syntax_only"] = "yes";
+  EXPECT_EQ(ParseError(p), "profile x: syntax_only: must be true or false");
+  p = GoodProfile();
+  p["command"] = "sbx {argv...}";
+  EXPECT_EQ(ParseError(p), "profile x: command: must be an array of strings");
+}
+
+TEST(ParseProfile, names_malformed_json_by_its_origin) {
+  auto parsed = ParseProfile("{\"name\": ", "broken.json");
+  ASSERT_FALSE(parsed);
+  EXPECT_EQ(parsed.error().ToString(), "profile broken.json: malformed JSON at byte 10");
+}
+
+TEST(ParseProfile, rejects_an_unknown_placeholder_naming_the_word) {
+  json p = GoodProfile();
+  p["command"] = {"sbx",         "{limits...}", "{mounts...}", "--timeout",
+                  "{tiemout_s}", "{env...}",    "{argv...}"};
+  EXPECT_EQ(ParseError(p), "profile x: command[4]: unknown placeholder {tiemout_s}");
+  p = GoodProfile();
+  p["env"] = {"--env", "{key}={source}"};
+  EXPECT_EQ(ParseError(p), "profile x: env[1]: unknown placeholder {source}");
+  p = GoodProfile();
+  p["limit_args"]["timeout_ms"] = {"--timeout", "{timeout}"};
+  EXPECT_EQ(ParseError(p), "profile x: limit_args.timeout_ms[1]: unknown placeholder {timeout}");
+  p = GoodProfile();
+  p["mount"]["ro"] = {"{argv...}"};
+  EXPECT_EQ(ParseError(p), "profile x: mount.ro[0]: unknown placeholder {argv...}");
+}
+
+TEST(ParseProfile, accepts_placeholders_for_declared_variables) {
+  json p = GoodProfile();
+  p["command"] = {"sbx",         "--image",  "{image}",  "{limits...}",
+                  "{mounts...}", "{env...}", "{argv...}"};
+  EXPECT_EQ(ParseError(p), "profile x: command[2]: unknown placeholder {image}");
+  p["variables"] = {{"image", "node:20"}};
+  EXPECT_EQ(ParseError(p), "<parsed>");
+  p["variables"] = {{"workdir", "/x"}};
+  EXPECT_EQ(ParseError(p), "profile x: variables: \"workdir\" cannot be a variable name");
+}
+
+TEST(ParseProfile, requires_multi_word_placeholders_as_whole_words_used_once) {
+  json p = GoodProfile();
+  p["command"] = {"sbx", "{limits...}", "{mounts...}", "{env...}", "--cmd={argv...}"};
+  EXPECT_EQ(ParseError(p), "profile x: command[4]: {argv...} must be a word of its own");
+  p["command"] = {"sbx", "{limits...}", "{mounts...}", "{env...}"};
+  EXPECT_EQ(ParseError(p), "profile x: command: needs {argv...} exactly once");
+  p["command"] = {"sbx", "{limits...}", "{mounts...}", "{env...}", "{env...}", "{argv...}"};
+  EXPECT_EQ(ParseError(p), "profile x: command: uses {env...} more than once");
+}
+
+TEST(ParseProfile, requires_a_template_for_each_expansion_and_the_reverse) {
+  json p = GoodProfile();
+  p["stdin"] = {"-i"};
+  EXPECT_EQ(ParseError(p), "profile x: stdin: is set but command has no {stdin...}");
+  p = GoodProfile();
+  p.erase("limit_args");
+  p["unsupported"].push_back("timeout_ms");
+  EXPECT_EQ(ParseError(p), "profile x: command: uses {limits...} without \"limit_args\"");
+}
+
+TEST(ParseProfile, requires_mounts_and_env_unless_paths_are_the_hosts) {
+  json p = GoodProfile();
+  p.erase("mount");
+  p["command"] = {"sbx", "{limits...}", "{env...}", "{argv...}"};
+  EXPECT_EQ(ParseError(p), "profile x: mount: is required unless paths is host");
+  p["paths"] = "host";
+  EXPECT_EQ(ParseError(p), "<parsed>");
+}
+
+TEST(ParseProfile, requires_every_limit_mapped_or_declared_unsupported) {
+  json p = GoodProfile();
+  p["unsupported"] = {"cpu_ms", "memory_mib", "cpus", "pids", "storage_mib", "output_bytes"};
+  EXPECT_EQ(ParseError(p),
+            "profile x: unsupported: limit \"files\" is neither mapped nor declared unsupported");
+  p["unsupported"].push_back("files");
+  p["unsupported"].push_back("timeout_ms");
+  EXPECT_EQ(ParseError(p),
+            "profile x: unsupported: limit \"timeout_ms\" is both mapped and declared unsupported");
+  p = GoodProfile();
+  p["unsupported"].push_back("gpus");
+  EXPECT_EQ(ParseError(p), "profile x: unsupported[7]: unknown limit \"gpus\"");
+  p = GoodProfile();
+  p["limits"] = {{"memory", {"x"}}};
+  EXPECT_EQ(ParseError(p), "profile x: limits: unknown limit \"memory\"");
+}
+
+TEST(ParseProfile, fills_the_default_interpreters_and_keeps_overrides) {
+  json p = GoodProfile();
+  p["interpreters"] = {{"js", {"/usr/local/bin/node"}}};
+  auto parsed = ParseProfile(p.dump(), "test.json");
+  ASSERT_TRUE(parsed) << parsed.error().ToString();
+  EXPECT_EQ(parsed->interpreters.at("python"), (Words{"/usr/bin/python3", "-u"}));
+  EXPECT_EQ(parsed->interpreters.at("js"), (Words{"/usr/local/bin/node"}));
+  EXPECT_EQ(parsed->interpreters.at("sh"), (Words{"/bin/sh"}));
+  p["interpreters"] = {{"ruby", {"/usr/bin/ruby"}}};
+  EXPECT_EQ(ParseError(p), "profile x: interpreters: unknown lang \"ruby\"");
+}
+
+// ---------------------------------------------------------------------------
+// Rendering
+
+// The rendered words, one space apart: every word in these cases is free of spaces.
+std::string Line(const Profile& profile, const Case& c = CsvCase()) {
+  return fmt::format("{}", fmt::join(Render(profile, c), " "));
+}
+
+TEST(RenderCommand, renders_a_case_for_smolbox_ns_with_only_the_limits_it_sets) {
+  ScopedEnv smolbox("SMOLBOX", "/bin/true");
+  auto profile = LoadProfile("smolbox:ns", kProfiles);
+  ASSERT_TRUE(profile) << profile.error().ToString();
+  EXPECT_EQ(Line(*profile),
+            "/bin/true run --json --backend ns"
+            " --cpus 0.5 --output-limit 65536B --timeout 2500ms"
+            " --stdin /dev/stdin"
+            " -v /cat:/payload:ro -v /host/case/in:/in:ro -v /host/case/out:/out:rw"
+            " -e GREETING=hi -e LANG=C -w /work --"
+            " /usr/bin/python3 -u /payload/python/csv.py /in/data.csv /work/x /host/canary MARK");
+}
+
+TEST(RenderCommand, renders_every_smolbox_limit_flag_in_units_smolbox_accepts) {
+  ScopedEnv smolbox("SMOLBOX", "/bin/true");
+  auto profile = LoadProfile("smolbox:auto", kProfiles);
+  ASSERT_TRUE(profile) << profile.error().ToString();
+  Case c = CsvCase();
+  c.stdin_data.reset();
+  c.mounts.clear();
+  c.env.clear();
+  c.args.clear();
+  c.limits = {{"timeout_ms", 1000}, {"cpu_ms", 500},     {"memory_mib", 64},     {"cpus", 1250},
+              {"pids", 10},         {"storage_mib", 16}, {"output_bytes", 4096}, {"files", 64}};
+  EXPECT_EQ(Line(*profile, c),
+            "/bin/true run --json --backend auto"
+            " --cpu-time 500ms --cpus 1.25 --files 64 --mem 64M --output-limit 4096B --pids 10"
+            " --storage 16M --timeout 1000ms"
+            " -v /cat:/payload:ro -w /work -- /usr/bin/python3 -u /payload/python/csv.py MARK");
+}
+
+TEST(RenderCommand, renders_a_case_for_null_on_host_paths) {
+  auto profile = LoadProfile("null", kProfiles);
+  ASSERT_TRUE(profile) << profile.error().ToString();
+  EXPECT_EQ(Render(*profile),
+            (Words{"/usr/bin/python3", "-u", "/cat/python/csv.py", "/host/case/in/data.csv",
+                   "/host/case/work/x", "/host/canary", "MARK"}));
+}
+
+TEST(RenderCommand, renders_a_case_for_bwrap_behind_its_limit_wrappers) {
+  auto text = ReadTextFile(kProfiles + "/bwrap.json");
+  ASSERT_TRUE(text);
+  auto profile = ParseProfile(*text, "bwrap.json");
+  ASSERT_TRUE(profile) << profile.error().ToString();
+  EXPECT_EQ(Line(*profile),
+            "prlimit --nofile=256 -- timeout --kill-after=2 3"
+            " bwrap --unshare-all --unshare-user --uid 65534 --gid 65534 --cap-drop ALL"
+            " --die-with-parent --new-session --clearenv --setenv PATH /usr/bin:/bin"
+            " --ro-bind /usr /usr --symlink usr/bin /bin --symlink usr/sbin /sbin"
+            " --symlink usr/lib /lib --symlink usr/lib64 /lib64"
+            " --proc /proc --dev /dev --tmpfs /tmp --dir /work"
+            " --ro-bind /cat /payload --ro-bind /host/case/in /in --bind /host/case/out /out"
+            " --setenv GREETING hi --setenv LANG C --chdir /work --"
+            " /usr/bin/python3 -u /payload/python/csv.py /in/data.csv /work/x /host/canary MARK");
+  EXPECT_EQ(UnsupportedLimits(*profile, CsvCase()), (Words{"cpus", "output_bytes"}));
+}
+
+TEST(RenderCommand, renders_runsc_with_a_cleared_environment_on_host_paths) {
+  auto text = ReadTextFile(kProfiles + "/runsc.json");
+  ASSERT_TRUE(text);
+  auto profile = ParseProfile(*text, "runsc.json");
+  ASSERT_TRUE(profile) << profile.error().ToString();
+  Case c = CsvCase();
+  c.lang = "js";
+  EXPECT_EQ(Line(*profile, c),
+            "timeout --kill-after=2 3 env -i PATH=/usr/bin:/bin GREETING=hi LANG=C"
+            " runsc --network=none do -quiet -cwd /host/case/work --"
+            " /usr/bin/node /cat/python/csv.py /host/case/in/data.csv /host/case/work/x"
+            " /host/canary MARK");
+}
+
+TEST(RenderCommand, renders_docker_and_smolvm_with_their_image_and_interpreters) {
+  Case c = CsvCase();
+  c.lang = "js";
+  c.limits["memory_mib"] = 256;
+  for (const char* name : {"docker", "smolvm"}) {
+    auto text = ReadTextFile(kProfiles + "/" + name + ".json");
+    ASSERT_TRUE(text);
+    auto profile = ParseProfile(*text, name);
+    ASSERT_TRUE(profile) << profile.error().ToString();
+    Words argv = Render(*profile, c);
+    std::string line = fmt::format("{}", fmt::join(argv, " "));
+    std::string tail = std::string(name) == "docker" ? "node:20-bookworm " : "-- ";
+    EXPECT_NE(line.find(tail + "/usr/local/bin/node /payload/python/csv.py"), std::string::npos)
+        << line;
+    EXPECT_NE(line.find(" -i "), std::string::npos) << line;
+    if (std::string(name) == "docker") {
+      EXPECT_NE(line.find("--memory 256m --memory-swap 256m"), std::string::npos) << line;
+      EXPECT_NE(line.find("--cpus 0.5"), std::string::npos) << line;
+      EXPECT_NE(line.find("--tmpfs /work:rw,exec,size=128m"), std::string::npos) << line;
+    } else {
+      EXPECT_NE(line.find("--image node:20-bookworm"), std::string::npos) << line;
+      EXPECT_NE(line.find("--cpus 1 --mem 256"), std::string::npos) << line;
+      EXPECT_NE(line.find("--timeout 3s"), std::string::npos) << line;
+      EXPECT_NE(line.find("-v /host/case/out:/out "), std::string::npos) << line;
+    }
+  }
+}
+
+TEST(RenderCommand, leaves_out_stdin_flags_when_the_case_has_no_stdin) {
+  ScopedEnv smolbox("SMOLBOX", "/bin/true");
+  auto profile = LoadProfile("smolbox:ns", kProfiles);
+  ASSERT_TRUE(profile) << profile.error().ToString();
+  Case c = CsvCase();
+  c.stdin_data.reset();
+  Words argv = Render(*profile, c);
+  EXPECT_EQ(std::find(argv.begin(), argv.end(), "--stdin"), argv.end());
+}
+
+TEST(RenderCommand, names_the_case_of_an_unknown_placeholder_in_its_args) {
+  auto profile = LoadProfile("null", kProfiles);
+  ASSERT_TRUE(profile) << profile.error().ToString();
+  Case c = CsvCase();
+  c.args = {"ok", "{canary_flie}"};
+  auto argv = RenderCommand(*profile, c, CsvPlacement());
+  ASSERT_FALSE(argv);
+  EXPECT_EQ(argv.error().ToString(),
+            "case \"functional.csv.python\" under profile null: args[1]: unknown placeholder "
+            "{canary_flie}");
+}
+
+TEST(RenderCommand, rejects_a_payload_outside_the_payload_directory) {
+  ScopedEnv smolbox("SMOLBOX", "/bin/true");
+  auto profile = LoadProfile("smolbox:ns", kProfiles);
+  ASSERT_TRUE(profile) << profile.error().ToString();
+  Placement placement = CsvPlacement();
+  placement.payload_dir = "/elsewhere";
+  auto argv = RenderCommand(*profile, CsvCase(), placement);
+  ASSERT_FALSE(argv);
+  EXPECT_EQ(argv.error().ToString(),
+            "case \"functional.csv.python\" under profile smolbox:ns: payload: "
+            "/cat/python/csv.py is not under the payload directory /elsewhere");
+}
+
+// ---------------------------------------------------------------------------
+// The peers' profiles really run: a sh payload sees its args, env, workdir and mounts.
+
+struct Ran {
+  int status = -1;
+  std::string out;
+};
+
+Ran RunArgv(const Words& argv) {
+  char out_path[] = "/tmp/profile-test-out-XXXXXX";
+  int fd = mkstemp(out_path);
+  pid_t pid = fork();
+  if (pid == 0) {
+    dup2(fd, 1);
+    int null = open("/dev/null", O_RDONLY);
+    dup2(null, 0);
+    std::vector<char*> args;
+    for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    execvp(args[0], args.data());
+    _exit(127);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  std::ifstream in(out_path);
+  std::stringstream text;
+  text << in.rdbuf();
+  close(fd);
+  unlink(out_path);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, text.str()};
+}
+
+class PeerRuns : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(PeerRuns, a_sh_payload_with_its_args_env_workdir_and_mounts) {
+  if (!OnPath(GetParam())) GTEST_SKIP() << GetParam() << " is not installed";
+  auto profile = LoadProfile(GetParam(), kProfiles);
+  ASSERT_TRUE(profile) << profile.error().ToString();
+  TempDir dir;
+  dir.Write(
+      "payloads/sh/hello.sh",
+      "echo \"hello $1 $GREETING $(pwd)\"; cat \"$2/in.txt\"; echo written > \"$3/out.txt\"\n");
+  dir.Write("in/in.txt", "from the host\n");
+  std::filesystem::create_directories(dir.path() + "/out");
+  std::filesystem::create_directories(dir.path() + "/work");
+  Case c;
+  c.id = "functional.hello.sh";
+  c.lang = "sh";
+  c.payload = dir.path() + "/payloads/sh/hello.sh";
+  c.args = {"world", "{mount:in}", "{mount:out}"};
+  c.env = {{"GREETING", "hi"}};
+  c.limits = {{"timeout_ms", 20000}};
+  c.mounts = {{"in", "/in", true, {}}, {"out", "/out", false, {}}};
+  Placement placement;
+  placement.mount_sources = {{"in", dir.path() + "/in"}, {"out", dir.path() + "/out"}};
+  placement.payload_dir = dir.path() + "/payloads";
+  placement.workdir_host = dir.path() + "/work";
+  auto argv = RenderCommand(*profile, c, placement);
+  ASSERT_TRUE(argv) << argv.error().ToString();
+  Ran ran = RunArgv(*argv);
+  EXPECT_EQ(ran.status, 0) << ran.out;
+  std::string workdir = profile->host_paths ? placement.workdir_host : kSandboxWorkdir;
+  EXPECT_EQ(ran.out, "hello world hi " + workdir + "\nfrom the host\n");
+  // runsc do writes into an in-memory overlay: nothing comes back to the host.
+  EXPECT_EQ(std::filesystem::exists(dir.path() + "/out/out.txt"), !profile->host_paths);
+}
+
+INSTANTIATE_TEST_SUITE_P(Installed, PeerRuns, ::testing::Values("bwrap", "runsc"));
+
+TEST(SmolboxRuns, with_every_limit_flag_the_profile_renders) {
+  std::string smolbox = std::string(SMOLBOX_BIN_DIR) + "/smolbox";
+  if (access(smolbox.c_str(), X_OK) != 0) GTEST_SKIP() << smolbox << " is not built";
+  ScopedEnv env("SMOLBOX", smolbox);
+  auto profile = LoadProfile("smolbox:ns", kProfiles);
+  ASSERT_TRUE(profile) << profile.error().ToString();
+  TempDir dir;
+  dir.Write("payloads/sh/hello.sh", "echo \"hello $1 $GREETING $(pwd)\"; cat \"$2/in.txt\"\n");
+  dir.Write("in/in.txt", "from the host\n");
+  Case c;
+  c.id = "functional.hello.sh";
+  c.lang = "sh";
+  c.payload = dir.path() + "/payloads/sh/hello.sh";
+  c.args = {"world", "{mount:in}"};
+  c.env = {{"GREETING", "hi"}};
+  c.limits = {{"timeout_ms", 20000}, {"cpu_ms", 10000},   {"memory_mib", 64},      {"cpus", 500},
+              {"pids", 16},          {"storage_mib", 16}, {"output_bytes", 65536}, {"files", 64}};
+  c.mounts = {{"in", "/in", true, {}}};
+  Placement placement;
+  placement.mount_sources = {{"in", dir.path() + "/in"}};
+  placement.payload_dir = dir.path() + "/payloads";
+  auto argv = RenderCommand(*profile, c, placement);
+  ASSERT_TRUE(argv) << argv.error().ToString();
+  Ran ran = RunArgv(*argv);
+  auto result = json::parse(ran.out, nullptr, false);
+  ASSERT_TRUE(result.is_object()) << ran.out;
+  EXPECT_EQ(result["status"], "exited") << ran.out;
+  EXPECT_EQ(result["stdout"], "hello world hi /work\nfrom the host\n") << ran.out;
+}
+
+}  // namespace
+}  // namespace smolvm_check
