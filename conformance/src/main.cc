@@ -14,6 +14,7 @@
 #include <fmt/format.h>
 
 #include "catalog.h"
+#include "launcher.h"
 #include "profile.h"
 #include "report.h"
 #include "runner.h"
@@ -58,6 +59,20 @@ std::function<void(const Progress&)> ProgressPrinter() {
   };
 }
 
+// The first line the profile's version command prints, for the report's header.
+std::string SandboxVersion(const Profile& profile) {
+  if (profile.version_command.empty() || profile.syntax_only) return "";
+  Launch launch;
+  launch.argv = profile.version_command;
+  launch.env = {"PATH=/usr/local/bin:/usr/bin:/bin"};
+  launch.cwd = "/";
+  launch.kill_after_ms = 10000;
+  launch.capture_bytes = 4096;
+  Observation o = LaunchInSafetyNet(launch);
+  std::string text = o.stdout_data.empty() ? o.stderr_data : o.stdout_data;
+  return text.substr(0, text.find('\n'));
+}
+
 Expected<std::string> MakeWorkRoot() {
   char templ[] = "/tmp/smolvm-check-XXXXXX";
   if (!mkdtemp(templ)) return std::unexpected(Error::Sys("mkdtemp /tmp/smolvm-check-XXXXXX"));
@@ -78,7 +93,7 @@ int Run(const RunFlags& flags) {
   }
   auto work_root = MakeWorkRoot();
   if (!work_root) return fmt::print(stderr, "smolvm-check: {}\n", work_root.error().ToString()), kExitUsage;
-  BatteryReport report{flags.sandbox, "", DescribeHost(), NowIso8601(), {}};
+  BatteryReport report{flags.sandbox, SandboxVersion(*profile), DescribeHost(), NowIso8601(), {}};
   RunOptions options{flags.jobs, *work_root};
   report.cases = RunBattery(*profile, cases, catalog->directory, options, ProgressPrinter());
   std::error_code ignored;
