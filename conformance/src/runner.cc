@@ -79,6 +79,24 @@ std::vector<std::string> FindLeftovers(const std::string& marker, const std::str
   return found;
 }
 
+// smolbox's per-run state whose runtime is gone: a temp directory the run left behind. Other
+// cases' runs, still live under -j, have a live owner.
+std::vector<std::string> StaleSandboxState(const Profile& profile) {
+  std::vector<std::string> stale;
+  if (!profile.smolbox_json) return stale;
+  std::error_code ec;
+  for (const auto& run : fs::directory_iterator("/run/smolbox/runs", ec)) {
+    std::ifstream owner(run.path() / "owner");
+    int pid = 0;
+    if (owner >> pid && pid > 0 && fs::exists(fmt::format("/proc/{}", pid))) continue;
+    if (!owner && fs::last_write_time(run.path(), ec) > fs::file_time_type::clock::now() - std::chrono::minutes(1)) {
+      continue;  // being created right now
+    }
+    stale.push_back("temp dir " + run.path().string());
+  }
+  return stale;
+}
+
 std::string StatusFromExit(const Observation& o) {
   if (o.killed_by_net) return "killed_by_safety_net";
   if (o.signal != 0) return "signaled";
@@ -209,6 +227,8 @@ Evidence Observe(const Case& c, const Profile& profile, const std::string& paylo
   ReadResult(profile, o, e);
   std::this_thread::sleep_for(std::chrono::milliseconds(kSettleMs));
   e.leftovers = FindLeftovers(placement.marker, dir.root());
+  auto stale = StaleSandboxState(profile);
+  e.leftovers.insert(e.leftovers.end(), stale.begin(), stale.end());
   // The net's cgroup also holds daemons that rewrote their command line.
   for (pid_t pid : net->Remaining()) {
     std::string entry = fmt::format("process {} ", pid);
