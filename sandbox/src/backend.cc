@@ -7,8 +7,10 @@ namespace smolbox {
 Expected<std::unique_ptr<Backend>> MakeBackend(BackendKind kind) {
   switch (kind) {
     case BackendKind::kVm:
+      // Until the microVM backend lands, no host runs it; a host with KVM is one command away.
       return std::unexpected(Error::Field(
-          "backend", "the vm backend is not available yet; use --backend ns or auto"));
+          "backend", "the vm backend is not available in this build; use --backend ns, or run "
+                     "the battery on a KVM host with: smolvm-check remote github --repo OWNER/NAME"));
     case BackendKind::kAuto:  // vm joins the choice when it lands; until then ns is all there is
     case BackendKind::kNs:
       return ns::MakeNsBackend();
