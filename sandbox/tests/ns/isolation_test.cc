@@ -20,18 +20,23 @@ constexpr const char* kNode = "/usr/bin/node";
 constexpr const char* kListInterfaces =
     "print(sorted(l.split(':')[0].strip() for l in open('/proc/net/dev').readlines()[2:]))";
 
+// A socket bound to an ephemeral port on the host's loopback; returns the port.
+int BindLoopback(int fd) {
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+  socklen_t len = sizeof addr;
+  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  return ntohs(addr.sin_port);
+}
+
 // A TCP listener on the host's loopback that records whether anyone connected.
 class HostListener {
  public:
   HostListener() {
     fd_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
-    socklen_t len = sizeof addr;
-    getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len);
-    port_ = ntohs(addr.sin_port);
+    port_ = BindLoopback(fd_);
     listen(fd_, 8);
     thread_ = std::thread([this] {
       int c = accept(fd_, nullptr, nullptr);
@@ -77,15 +82,10 @@ TEST(Network, node_tcp_to_a_host_loopback_listener_fails) {
 TEST(Network, a_dns_query_to_a_resolver_on_the_host_does_not_arrive) {
   // A UDP "resolver" on the host's loopback: it must see nothing from the sandbox.
   int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
-  socklen_t len = sizeof addr;
-  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  int port = BindLoopback(fd);
   std::string code = "import socket\ns = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n"
                      "s.sendto(b'\\x12\\x34\\x01\\x00\\x00\\x01\\x00\\x00\\x00\\x00\\x00\\x00', ('127.0.0.1', " +
-                     std::to_string(ntohs(addr.sin_port)) + "))\n"
+                     std::to_string(port) + "))\n"
                      "try:\n  print(socket.getaddrinfo('deb.debian.org', 80))\nexcept OSError:\n  print('failed')";
   auto run = RunJson({}, {kPython, "-c", code});
   EXPECT_EQ(run.result["stdout"], "failed\n") << run.out << run.err;
