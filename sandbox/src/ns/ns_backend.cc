@@ -40,7 +40,9 @@ int64_t MsSince(Clock::time_point start) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count();
 }
 
-// A host path the spec names, held open so that the sandbox's setup never resolves it again.
+// A volume source, opened by the runtime: rw volumes are copied in and back through this fd;
+// ro ones are opened again by the sandbox's setup, since a bind source must belong to the
+// setup's own mount namespace.
 struct HostVolume {
   const Mount* mount;
   UniqueFd fd;
