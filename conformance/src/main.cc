@@ -14,6 +14,7 @@
 #include <fmt/format.h>
 
 #include "catalog.h"
+#include "host_command.h"
 #include "launcher.h"
 #include "profile.h"
 #include "report.h"
@@ -136,6 +137,7 @@ int main(int argc, char** argv) {
   smolvm_check::RunFlags flags;
   int exit_code = smolvm_check::kExitUsage;
   smolvm_check::AddRunCommand(app, flags, exit_code);
+  smolvm_check::AddHostCommand(app, exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::Success& e) {
