@@ -17,6 +17,7 @@
 #include "host_command.h"
 #include "launcher.h"
 #include "profile.h"
+#include "remote_command.h"
 #include "report.h"
 #include "runner.h"
 
@@ -138,6 +139,7 @@ int main(int argc, char** argv) {
   int exit_code = smolvm_check::kExitUsage;
   smolvm_check::AddRunCommand(app, flags, exit_code);
   smolvm_check::AddHostCommand(app, exit_code);
+  smolvm_check::AddRemoteCommand(app, exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::Success& e) {
