@@ -88,8 +88,10 @@ Expected<void> CopyFile(int from_dir, const std::string& name, const struct stat
 // Ensures to_dir/name is a real directory (not a symlink) and opens it.
 Expected<UniqueFd> EnsureDir(int to_dir, const std::string& name, mode_t mode, Owner owner) {
   if (mkdirat(to_dir, name.c_str(), 0700) == 0) {
-    fchownat(to_dir, name.c_str(), owner.uid, owner.gid, AT_SYMLINK_NOFOLLOW);
-    fchmodat(to_dir, name.c_str(), mode & kPermissionBits, 0);
+    if (fchownat(to_dir, name.c_str(), owner.uid, owner.gid, AT_SYMLINK_NOFOLLOW) != 0 ||
+        fchmodat(to_dir, name.c_str(), mode & kPermissionBits, 0) != 0) {
+      return std::unexpected(Error::Sys("set owner and mode of " + name));
+    }
   } else if (errno != EEXIST) {
     return std::unexpected(Error::Sys("mkdir " + name));
   }

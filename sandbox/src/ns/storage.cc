@@ -111,7 +111,7 @@ Expected<void> Storage::MakeLayout(uid_t uid, gid_t gid, size_t rw_volumes) cons
   std::vector<std::pair<std::string, mode_t>> dirs = {{"tmp", 01777}, {"work", 0755}, {"shm", 01777}};
   for (size_t i = 0; i < rw_volumes; ++i) dirs.emplace_back(VolumeDir(i), 0755);
   // ext4 leaves lost+found in the root; it is never mounted into the sandbox.
-  fchown(root_.get(), uid, gid);
+  if (fchown(root_.get(), uid, gid) != 0) return std::unexpected(Error::Sys("chown storage root"));
   for (const auto& [name, mode] : dirs) {
     if (mkdirat(root_.get(), name.c_str(), mode) != 0) return std::unexpected(Error::Sys("mkdir storage/" + name));
     if (fchownat(root_.get(), name.c_str(), uid, gid, AT_SYMLINK_NOFOLLOW) != 0) {
