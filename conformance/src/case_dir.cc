@@ -9,6 +9,8 @@
 
 #include <fmt/format.h>
 
+#include "host_files.h"
+
 namespace smolvm_check {
 namespace {
 
@@ -91,11 +93,10 @@ std::map<std::string, std::string> ReadOutputs(const std::string& dir, const std
   std::map<std::string, std::string> outputs;
   Walk(dir, [&](const fs::path& path, const fs::file_status& status) {
     if (!fs::is_regular_file(status)) return;
-    std::ifstream in(path, std::ios::binary);
-    std::string content(kMaxOutputFileBytes, '\0');
-    in.read(content.data(), static_cast<std::streamsize>(content.size()));
-    content.resize(static_cast<size_t>(in.gcount()));
-    outputs[prefix + "/" + fs::relative(path, dir).string()] = std::move(content);
+    std::string relative = fs::relative(path, dir).string();
+    // The workload may swap the file for a symlink after the walk saw it.
+    auto content = ReadRegularFileBeneath(dir, relative, kMaxOutputFileBytes);
+    if (content) outputs[prefix + "/" + relative] = std::move(*content);
   });
   return outputs;
 }

@@ -21,6 +21,7 @@
 #include <sstream>
 #include <thread>
 
+#include "host_files.h"
 #include "unique_fd.h"
 
 namespace smolvm_check {
@@ -36,16 +37,6 @@ bool WriteFile(const std::string& path, const std::string& value) {
   UniqueFd fd(open(path.c_str(), O_WRONLY | O_CLOEXEC));
   return fd.valid() &&
          write(fd.get(), value.data(), value.size()) == static_cast<ssize_t>(value.size());
-}
-
-std::string ReadFile(const std::string& path) {
-  UniqueFd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  std::string text;
-  char buf[4096];
-  for (ssize_t n; fd.valid() && (n = read(fd.get(), buf, sizeof buf)) > 0;) {
-    text.append(buf, static_cast<size_t>(n));
-  }
-  return text;
 }
 
 std::vector<std::string> Words(const std::string& text, char sep = 0) {
@@ -84,7 +75,7 @@ struct Hierarchies {
 
 Hierarchies Discover() {
   Hierarchies h;
-  std::istringstream mountinfo(ReadFile("/proc/self/mountinfo"));
+  std::istringstream mountinfo(ReadUpTo("/proc/self/mountinfo"));
   for (std::string line; std::getline(mountinfo, line);) {
     auto fields = Words(line);
     auto dash = std::find(fields.begin(), fields.end(), "-");
@@ -93,7 +84,7 @@ Hierarchies Discover() {
     if (dash[1] != "cgroup") continue;
     for (const auto& option : Words(dash[3], ',')) h.v1_mount.emplace(option, fields[4]);
   }
-  std::istringstream self(ReadFile("/proc/self/cgroup"));
+  std::istringstream self(ReadUpTo("/proc/self/cgroup"));
   for (std::string line; std::getline(self, line);) {
     auto first = line.find(':'), second = line.find(':', first + 1);
     if (first == std::string::npos || second == std::string::npos) continue;
@@ -108,7 +99,7 @@ Hierarchies Discover() {
 
 std::vector<pid_t> ReadPids(const std::string& procs_file) {
   std::vector<pid_t> pids;
-  for (const auto& w : Words(ReadFile(procs_file))) pids.push_back(std::stoi(w));
+  for (const auto& w : Words(ReadUpTo(procs_file))) pids.push_back(std::stoi(w));
   return pids;
 }
 
@@ -181,7 +172,7 @@ NetCgroup::NetCgroup(const NetLimits& limits) {
 void NetCgroup::CreateV2(const Hierarchies& h) {
   if (!h.v2_mount) return;
   v2_base_ = *h.v2_mount + "/smolvm-check";
-  std::string available = ReadFile(*h.v2_mount + "/cgroup.controllers");
+  std::string available = ReadUpTo(*h.v2_mount + "/cgroup.controllers");
   // Another net may remove the shared base between our mkdir of it and of our own directory.
   for (int attempt = 0; attempt < 3; ++attempt) {
     if (mkdir(v2_base_.c_str(), 0755) != 0 && errno != EEXIST) break;
@@ -201,7 +192,7 @@ void NetCgroup::CreateV2(const Hierarchies& h) {
 std::optional<NetCgroup::Dir> NetCgroup::PlaceController(const Hierarchies& h,
                                                          const std::string& controller) {
   if (!dirs_.empty() && dirs_[0].version == 2 &&
-      HasWord(ReadFile(v2_base_ + "/cgroup.subtree_control"), controller)) {
+      HasWord(ReadUpTo(v2_base_ + "/cgroup.subtree_control"), controller)) {
     return dirs_[0];
   }
   auto mount = h.v1_mount.find(controller);
@@ -274,7 +265,7 @@ struct ProcStat {
 };
 
 std::optional<ProcStat> ReadStat(pid_t pid) {
-  std::string text = ReadFile(fmt::format("/proc/{}/stat", pid));
+  std::string text = ReadUpTo(fmt::format("/proc/{}/stat", pid));
   // The command name may hold spaces and parentheses: fields resume after the last ')'.
   auto close = text.rfind(')');
   if (close == std::string::npos) return std::nullopt;

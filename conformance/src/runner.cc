@@ -15,6 +15,7 @@
 
 #include "canaries.h"
 #include "case_dir.h"
+#include "host_files.h"
 #include "launcher.h"
 
 namespace smolvm_check {
@@ -51,8 +52,7 @@ std::optional<std::string> MissingHint(const Case& c, const std::map<std::string
 }
 
 std::string ProcCmdline(const std::string& pid) {
-  std::ifstream in("/proc/" + pid + "/cmdline", std::ios::binary);
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::string text = ReadUpTo("/proc/" + pid + "/cmdline", 64 * 1024);
   std::replace(text.begin(), text.end(), '\0', ' ');
   return text;
 }
