@@ -23,9 +23,9 @@ void KillAgent(int pidfd) { syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, nullp
 
 class ExecMonitor {
  public:
-  ExecMonitor(int channel, int pidfd, const ExecRequest& request, const Cgroup& cgroup)
-      : channel_(channel), pidfd_(pidfd), request_(request), cgroup_(cgroup),
-        backstop_(Clock::now() + std::chrono::milliseconds(request.timeout_ms + kBackstopGraceMs)) {}
+  ExecMonitor(int channel, int pidfd, const ExecRequest& request, const Cgroup* cpu_cgroup, int64_t grace_ms)
+      : channel_(channel), pidfd_(pidfd), request_(request), cgroup_(cpu_cgroup),
+        backstop_(Clock::now() + std::chrono::milliseconds(request.timeout_ms + grace_ms)) {}
 
   MonitorOutcome Run() {
     while (!done_) {
@@ -115,8 +115,8 @@ class ExecMonitor {
       Fail("the host backstop ended the run at timeout plus grace");
       return;
     }
-    if (request_.cpu_ms <= 0) return;
-    auto used = cgroup_.CpuUsageMs();
+    if (request_.cpu_ms <= 0 || cgroup_ == nullptr) return;
+    auto used = cgroup_->CpuUsageMs();
     if (used && *used > request_.cpu_ms + kCpuSlackMs) {
       outcome_.cpu_limit_fired = true;
       KillAgent(pidfd_);
@@ -137,7 +137,7 @@ class ExecMonitor {
   int channel_;
   int pidfd_;
   const ExecRequest& request_;
-  const Cgroup& cgroup_;
+  const Cgroup* cgroup_;
   Clock::time_point backstop_;
   channel::FrameReader reader_;
   MonitorOutcome outcome_;
@@ -147,8 +147,8 @@ class ExecMonitor {
 }  // namespace
 
 MonitorOutcome MonitorExec(int channel, int agent_pidfd, const ExecRequest& request,
-                           const Cgroup& cgroup) {
-  return ExecMonitor(channel, agent_pidfd, request, cgroup).Run();
+                           const Cgroup* cpu_cgroup, int64_t grace_ms) {
+  return ExecMonitor(channel, agent_pidfd, request, cpu_cgroup, grace_ms).Run();
 }
 
 }  // namespace smolbox::ns

@@ -30,7 +30,9 @@ struct MonitorOutcome {
 
 inline constexpr int64_t kBackstopGraceMs = 2000;
 
+// cpu_cgroup: whose CPU time counts against request.cpu_ms; null where the host cannot tell
+// (a VM's emulation costs CPU the workload never used). The backstop fires at timeout + grace.
 MonitorOutcome MonitorExec(int channel, int agent_pidfd, const ExecRequest& request,
-                           const Cgroup& cgroup);
+                           const Cgroup* cpu_cgroup, int64_t grace_ms = kBackstopGraceMs);
 
 }  // namespace smolbox::ns

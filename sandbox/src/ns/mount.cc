@@ -176,11 +176,11 @@ Expected<void> MakeDev(const std::string& root) {
   return {};
 }
 
-Expected<void> MakeProc(const std::string& root) {
+Expected<void> MakeProc(const std::string& root, const std::string& options) {
   std::string proc = root + "/proc";
   if (mkdir(proc.c_str(), 0555) != 0) return std::unexpected(Error::Sys("mkdir " + proc));
   // A fresh procfs for the new pid namespace: only the sandbox's own processes are visible.
-  return Mount("proc", proc, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC);
+  return Mount("proc", proc, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, options);
 }
 
 bool Covers(const std::string& outer, const std::string& inner) {
@@ -257,7 +257,7 @@ Expected<void> BuildRoot(const RootPlan& plan) {
     if (auto ok = MakeEtc(root, plan.uid, plan.gid); !ok) return ok;
   }
   if (auto ok = MakeDev(root); !ok) return ok;
-  if (auto ok = MakeProc(root); !ok) return ok;
+  if (auto ok = MakeProc(root, plan.proc_options); !ok) return ok;
   if (auto ok = MountStorage(plan); !ok) return ok;
   if (auto ok = MountVolumes(plan); !ok) return ok;
   // The skeleton itself becomes read-only; only the storage binds stay writable.

@@ -34,6 +34,9 @@ struct RootPlan {
   std::string workdir;
   uid_t uid = 0;  // the workload's, for /etc/passwd
   gid_t gid = 0;
+  // Mount options of the sandbox's /proc. In a microVM, which has no pid namespace per run,
+  // "hidepid=invisible" hides the kernel's threads and the agent from the workload.
+  std::string proc_options;
 };
 
 // Opens the image, the storage and the ro volume sources, in this mount namespace.

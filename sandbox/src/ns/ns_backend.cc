@@ -26,6 +26,7 @@
 #include "state.h"
 #include "storage.h"
 #include "user.h"
+#include "workspace.h"
 
 namespace smolbox::ns {
 namespace {
@@ -33,21 +34,12 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 constexpr int64_t kSetupTimeoutMs = 30000;
-constexpr int64_t kMaxStdinBytes = 64 << 20;
 constexpr const char* kDefaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 
 int64_t MsSince(Clock::time_point start) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count();
 }
 
-// A volume source, opened by the runtime: rw volumes are copied in and back through this fd;
-// ro ones are opened again by the sandbox's setup, since a bind source must belong to the
-// setup's own mount namespace.
-struct HostVolume {
-  const Mount* mount;
-  UniqueFd fd;
-  size_t storage_index = 0;  // rw only: which storage vol<N> holds its copy
-};
 
 // Everything one run holds; destroyed in reverse order of declaration.
 struct Sandbox {
@@ -67,56 +59,9 @@ struct Sandbox {
   }
 };
 
-// The storage is mounted in a mount namespace of the runtime's own, which the sandbox's copies;
-// the host never sees it, and it vanishes with this process however it ends.
-Expected<void> EnterPrivateMountNamespace() {
-  static bool entered = false;
-  if (entered) return {};
-  if (unshare(CLONE_NEWNS) != 0) return std::unexpected(Error::Sys("unshare CLONE_NEWNS"));
-  // Slave: host mounts still appear here, nothing of ours goes back.
-  if (mount(nullptr, "/", nullptr, MS_REC | MS_SLAVE, nullptr) != 0) {
-    return std::unexpected(Error::Sys("mount --make-rslave /"));
-  }
-  entered = true;
-  return {};
-}
 
-Expected<void> OpenVolumes(const RunSpec& spec, Sandbox& box) {
-  size_t rw = 0;
-  for (size_t i = 0; i < spec.mounts.size(); ++i) {
-    const Mount& m = spec.mounts[i];
-    int flags = m.read_only ? O_PATH | O_CLOEXEC : O_RDONLY | O_DIRECTORY | O_CLOEXEC;
-    UniqueFd fd(open(m.source.c_str(), flags));
-    if (!fd.valid()) {
-      std::string why = !m.read_only && errno == ENOTDIR ? "a rw volume must be a directory" : strerror(errno);
-      return std::unexpected(Error{fmt::format("mounts[{}].source", i), fmt::format("{}: {}", m.source, why), 0});
-    }
-    box.volumes.push_back(HostVolume{&m, std::move(fd), m.read_only ? 0 : rw++});
-  }
-  return {};
-}
 
-size_t RwCount(const Sandbox& box) {
-  size_t n = 0;
-  for (const auto& v : box.volumes) n += v.mount->read_only ? 0 : 1;
-  return n;
-}
 
-Expected<void> FillStorage(const RunSpec& spec, Sandbox& box, RunResult& result) {
-  if (auto ok = box.storage->MakeLayout(box.identity.host_uid, box.identity.host_gid, RwCount(box)); !ok) return ok;
-  int64_t budget = spec.limits.storage_mib << 20;
-  for (size_t i = 0; i < box.volumes.size(); ++i) {
-    const HostVolume& v = box.volumes[i];
-    if (v.mount->read_only) continue;
-    std::string name = Storage::VolumeDir(v.storage_index);
-    UniqueFd to(openat(box.storage->root_fd(), name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-    std::vector<std::string> dropped;
-    auto ok = CopyIn(v.fd.get(), to.get(), Owner{box.identity.host_uid, box.identity.host_gid}, &budget, &dropped);
-    if (!ok) return std::unexpected(Error{fmt::format("mounts[{}]", i), ok.error().ToString(), 0});
-    for (const auto& d : dropped) result.Warn(fmt::format("mounts[{}]: {} into the sandbox", i, d));
-  }
-  return {};
-}
 
 ContainPlan MakePlan(const RunSpec& spec, const Sandbox& box, int child_channel) {
   ContainPlan plan;
@@ -185,7 +130,7 @@ Expected<void> AwaitReady(const RunSpec& spec, Sandbox& box, RunResult& result) 
   if (message->first.Type() == "storage") {
     // Rootless: the setup mounted its tmpfs and sent it; lay it out and fill it, then go on.
     box.storage.emplace(Storage::Adopt(std::move(message->second)));
-    if (auto ok = FillStorage(spec, box, result); !ok) return ok;
+    if (auto ok = FillStorage(spec, box.volumes, *box.storage, box.identity.host_uid, box.identity.host_gid, result); !ok) return ok;
     if (auto ok = channel::WriteMessage(box.channel.get(), channel::Message{{{"type", "go"}}, ""}); !ok) return ok;
     message = AwaitSetup(box);
     if (!message) return std::unexpected(message.error());
@@ -196,23 +141,6 @@ Expected<void> AwaitReady(const RunSpec& spec, Sandbox& box, RunResult& result) 
   return {};
 }
 
-Expected<std::string> ReadStdin(const RunSpec& spec) {
-  if (spec.stdin_data) return *spec.stdin_data;
-  if (!spec.stdin_file) return std::string();
-  UniqueFd fd(open(spec.stdin_file->c_str(), O_RDONLY | O_CLOEXEC));
-  if (!fd.valid()) return std::unexpected(Error{"stdin_file", *spec.stdin_file + ": " + strerror(errno), 0});
-  std::string data;
-  char buffer[65536];
-  for (ssize_t n; (n = read(fd.get(), buffer, sizeof buffer)) != 0;) {
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return std::unexpected(Error::Sys("read " + *spec.stdin_file));
-    data.append(buffer, static_cast<size_t>(n));
-    if (static_cast<int64_t>(data.size()) > kMaxStdinBytes) {
-      return std::unexpected(Error{"stdin_file", "larger than 64 MiB", 0});
-    }
-  }
-  return data;
-}
 
 ExecRequest MakeRequest(const RunSpec& spec, const Sandbox& box, std::string stdin_data) {
   ExecRequest r;
@@ -276,23 +204,6 @@ void Classify(const MonitorOutcome& outcome, const Sandbox& box, RunResult& resu
   result.usage.peak_memory_bytes = std::max(result.usage.peak_memory_bytes, cg.PeakMemoryBytes());
 }
 
-void CopyBackVolumes(const RunSpec& spec, const Sandbox& box, RunResult& result) {
-  if (!box.storage) return;
-  for (size_t i = 0; i < box.volumes.size(); ++i) {
-    const HostVolume& v = box.volumes[i];
-    if (v.mount->read_only) continue;
-    std::string name = Storage::VolumeDir(v.storage_index);
-    UniqueFd from(openat(box.storage->root_fd(), name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-    struct stat host{};
-    fstat(v.fd.get(), &host);
-    std::vector<std::string> dropped;
-    auto ok = from.valid() ? CopyBack(from.get(), v.fd.get(), Owner{host.st_uid, host.st_gid},
-                                      spec.limits.storage_mib << 20, &dropped)
-                           : std::unexpected(Error{"storage", "the volume's copy is gone", 0});
-    for (const auto& d : dropped) result.Warn(fmt::format("mounts[{}]: {} back to the host", i, d));
-    if (!ok) result.Warn(fmt::format("mounts[{}]: copy-back stopped: {}", i, ok.error().ToString()));
-  }
-}
 
 void StopAgent(Sandbox& box) {
   // Closing the channel tells the agent to end; it kills what is left in the namespace.
@@ -307,7 +218,9 @@ void StopAgent(Sandbox& box) {
 
 Expected<void> Prepare(const RunSpec& spec, Sandbox& box, RunResult& result) {
   box.identity = PlanIdentity(spec.user);
-  if (auto ok = OpenVolumes(spec, box); !ok) return ok;
+  auto volumes = OpenVolumes(spec);
+  if (!volumes) return std::unexpected(volumes.error());
+  box.volumes = std::move(*volumes);
   auto dir = RunDir::Create();
   if (!dir) return std::unexpected(dir.error());
   box.dir.emplace(std::move(*dir));
@@ -319,7 +232,7 @@ Expected<void> Prepare(const RunSpec& spec, Sandbox& box, RunResult& result) {
     auto storage = Storage::CreateDisk(spec.limits.storage_mib, box.dir->path() + "/storage");
     if (!storage) return std::unexpected(storage.error());
     box.storage.emplace(std::move(*storage));
-    if (auto ok = FillStorage(spec, box, result); !ok) return ok;
+    if (auto ok = FillStorage(spec, box.volumes, *box.storage, box.identity.host_uid, box.identity.host_gid, result); !ok) return ok;
   } else if (mkdir((box.dir->path() + "/storage").c_str(), 0700) != 0) {
     return std::unexpected(Error::Sys("mkdir storage mountpoint"));
   }
@@ -357,7 +270,7 @@ class NsBackend final : public Backend {
     if (auto sent = channel::WriteMessage(box.channel.get(), EncodeExec(request)); !sent) {
       outcome.error = sent.error().ToString();
     } else {
-      outcome = MonitorExec(box.channel.get(), box.pidfd.get(), request, *box.cgroup);
+      outcome = MonitorExec(box.channel.get(), box.pidfd.get(), request, &*box.cgroup);
     }
     result.timings.run_ms = MsSince(run_start);
     auto teardown_start = Clock::now();
@@ -369,7 +282,7 @@ class NsBackend final : public Backend {
     result.stderr_truncated = outcome.stderr_truncated || (outcome.report && outcome.report->stderr_truncated);
     if (box.cgroup->PidsLimitHit()) result.limits_hit.push_back("pids");
     if (box.storage && box.storage->Full()) result.limits_hit.push_back("storage");
-    CopyBackVolumes(spec, box, result);
+    if (box.storage) CopyBackVolumes(spec, box.volumes, *box.storage, result);
     result.timings.teardown_ms = MsSince(teardown_start);
     return result;
   }

@@ -1,0 +1,109 @@
+#include "workspace.h"
+
+#include <fcntl.h>
+#include <sched.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "copyback.h"
+
+namespace smolbox::ns {
+namespace {
+
+constexpr int64_t kMaxStdinBytes = 64 << 20;
+
+size_t RwCount(const std::vector<HostVolume>& volumes) {
+  size_t n = 0;
+  for (const auto& v : volumes) n += v.mount->read_only ? 0 : 1;
+  return n;
+}
+
+}  // namespace
+
+Expected<void> EnterPrivateMountNamespace() {
+  static bool entered = false;
+  if (entered) return {};
+  if (unshare(CLONE_NEWNS) != 0) return std::unexpected(Error::Sys("unshare CLONE_NEWNS"));
+  // Slave: host mounts still appear here, nothing of ours goes back.
+  if (mount(nullptr, "/", nullptr, MS_REC | MS_SLAVE, nullptr) != 0) {
+    return std::unexpected(Error::Sys("mount --make-rslave /"));
+  }
+  entered = true;
+  return {};
+}
+
+Expected<std::vector<HostVolume>> OpenVolumes(const RunSpec& spec) {
+  std::vector<HostVolume> volumes;
+  size_t rw = 0;
+  for (size_t i = 0; i < spec.mounts.size(); ++i) {
+    const Mount& m = spec.mounts[i];
+    int flags = m.read_only ? O_PATH | O_CLOEXEC : O_RDONLY | O_DIRECTORY | O_CLOEXEC;
+    UniqueFd fd(open(m.source.c_str(), flags));
+    if (!fd.valid()) {
+      std::string why = !m.read_only && errno == ENOTDIR ? "a rw volume must be a directory" : strerror(errno);
+      return std::unexpected(Error{fmt::format("mounts[{}].source", i), fmt::format("{}: {}", m.source, why), 0});
+    }
+    volumes.push_back(HostVolume{&m, std::move(fd), m.read_only ? 0 : rw++});
+  }
+  return volumes;
+}
+
+Expected<void> FillStorage(const RunSpec& spec, const std::vector<HostVolume>& volumes,
+                           const Storage& storage, uid_t owner_uid, gid_t owner_gid, RunResult& result) {
+  if (auto ok = storage.MakeLayout(owner_uid, owner_gid, RwCount(volumes)); !ok) return ok;
+  int64_t budget = spec.limits.storage_mib << 20;
+  for (size_t i = 0; i < volumes.size(); ++i) {
+    const HostVolume& v = volumes[i];
+    if (v.mount->read_only) continue;
+    std::string name = Storage::VolumeDir(v.storage_index);
+    UniqueFd to(openat(storage.root_fd(), name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    std::vector<std::string> dropped;
+    auto ok = CopyIn(v.fd.get(), to.get(), Owner{owner_uid, owner_gid}, &budget, &dropped);
+    if (!ok) return std::unexpected(Error{fmt::format("mounts[{}]", i), ok.error().ToString(), 0});
+    for (const auto& d : dropped) result.Warn(fmt::format("mounts[{}]: {} into the sandbox", i, d));
+  }
+  return {};
+}
+
+void CopyBackVolumes(const RunSpec& spec, const std::vector<HostVolume>& volumes, const Storage& storage,
+                     RunResult& result) {
+  for (size_t i = 0; i < volumes.size(); ++i) {
+    const HostVolume& v = volumes[i];
+    if (v.mount->read_only) continue;
+    std::string name = Storage::VolumeDir(v.storage_index);
+    UniqueFd from(openat(storage.root_fd(), name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    struct stat host{};
+    fstat(v.fd.get(), &host);
+    std::vector<std::string> dropped;
+    auto ok = from.valid() ? CopyBack(from.get(), v.fd.get(), Owner{host.st_uid, host.st_gid},
+                                      spec.limits.storage_mib << 20, &dropped)
+                           : std::unexpected(Error{"storage", "the volume's copy is gone", 0});
+    for (const auto& d : dropped) result.Warn(fmt::format("mounts[{}]: {} back to the host", i, d));
+    if (!ok) result.Warn(fmt::format("mounts[{}]: copy-back stopped: {}", i, ok.error().ToString()));
+  }
+}
+
+Expected<std::string> ReadStdin(const RunSpec& spec) {
+  if (spec.stdin_data) return *spec.stdin_data;
+  if (!spec.stdin_file) return std::string();
+  UniqueFd fd(open(spec.stdin_file->c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd.valid()) return std::unexpected(Error{"stdin_file", *spec.stdin_file + ": " + strerror(errno), 0});
+  std::string data;
+  char buffer[65536];
+  for (ssize_t n; (n = read(fd.get(), buffer, sizeof buffer)) != 0;) {
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return std::unexpected(Error::Sys("read " + *spec.stdin_file));
+    data.append(buffer, static_cast<size_t>(n));
+    if (static_cast<int64_t>(data.size()) > kMaxStdinBytes) {
+      return std::unexpected(Error{"stdin_file", "larger than 64 MiB", 0});
+    }
+  }
+  return data;
+}
+
+}  // namespace smolbox::ns
