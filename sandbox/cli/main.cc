@@ -42,7 +42,7 @@ struct Flag {
 };
 
 struct RunFlags {
-  Flag backend, image, timeout, cpu_time, mem, cpus, pids, storage, output_limit, files;
+  Flag backend, accel, image, timeout, cpu_time, mem, cpus, pids, storage, output_limit, files;
   Flag workdir, user, stdin_file, spec_file;
   std::vector<std::string> env, volumes, command;
   bool json = false;
@@ -80,6 +80,10 @@ Flag& AddFlag(CLI::App& app, const std::string& name, Flag& flag, const std::str
 void AddSpecOptions(CLI::App& run, RunFlags& f) {
   AddFlag(run, "--backend", f.backend,
           "where to run: auto (vm on usable KVM, else ns), ns or vm (default auto)", "KIND");
+  AddFlag(run, "--accel", f.accel,
+          "the vm backend's accelerator: auto (KVM when usable), kvm, or tcg (QEMU's emulation: "
+          "slow, but real; only when asked for) (default auto)",
+          "auto|kvm|tcg");
   AddFlag(run, "--image", f.image,
           "root filesystem: host (the host's /usr, /lib* and /bin, read-only) or a rootfs "
           "directory; never pulled (default host)",
@@ -254,6 +258,11 @@ Expected<void> ApplyNamedFlags(const RunFlags& f, smolbox::RunSpec& spec) {
     auto kind = smolbox::ParseBackendKind(f.backend.value);
     if (!kind) return std::unexpected(kind.error());
     spec.backend = *kind;
+  }
+  if (f.accel) {
+    auto accel = smolbox::ParseAccel(f.accel.value);
+    if (!accel) return std::unexpected(accel.error());
+    spec.accel = *accel;
   }
   if (f.user) {
     auto kind = smolbox::ParseUserKind(f.user.value);

@@ -17,6 +17,8 @@
 namespace smolbox {
 
 enum class BackendKind { kAuto, kNs, kVm };
+// The vm backend's accelerator: auto is KVM when usable; TCG (emulation) only when asked for.
+enum class Accel { kAuto, kKvm, kTcg };
 enum class UserKind { kSandbox, kRoot };
 enum class NetworkMode { kNone };
 
@@ -39,6 +41,7 @@ struct Mount {
 
 struct RunSpec {
   BackendKind backend = BackendKind::kAuto;
+  Accel accel = Accel::kAuto;
   std::string image = "host";  // "host" or a rootfs directory
   std::vector<std::string> argv;
   std::optional<std::string> stdin_data;  // bytes fed to the workload's stdin
@@ -59,6 +62,8 @@ Expected<void> ValidateRunSpec(const RunSpec& spec);
 
 std::string ToString(BackendKind kind);
 std::string ToString(UserKind kind);
+std::string ToString(Accel accel);
+Expected<Accel> ParseAccel(const std::string& name);
 Expected<BackendKind> ParseBackendKind(const std::string& name);
 Expected<UserKind> ParseUserKind(const std::string& name);
 // "HOST:GUEST[:ro|rw]" as docker's -v; rw when the mode is omitted.

@@ -52,6 +52,7 @@ channel::Message EncodeExit(const ExecReport& r) {
       {"stdout_truncated", r.stdout_truncated},
       {"stderr_truncated", r.stderr_truncated},
       {"error", r.error},
+      {"limits_hit", r.limits_hit},
   };
   return channel::Message{std::move(h), ""};
 }
@@ -72,6 +73,8 @@ Expected<ExecReport> DecodeExit(const channel::Message& m) {
     r.stdout_truncated = h.at("stdout_truncated").get<bool>();
     r.stderr_truncated = h.at("stderr_truncated").get<bool>();
     r.error = h.at("error").get<std::string>();
+    // Optional: only an agent that holds the cgroup itself (the vm's) reports it.
+    r.limits_hit = h.value("limits_hit", std::vector<std::string>{});
     return r;
   } catch (const nlohmann::json::exception& e) {
     return std::unexpected(Error{"exit message", e.what(), 0});

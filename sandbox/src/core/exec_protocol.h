@@ -42,6 +42,8 @@ struct ExecReport {
   bool stdout_truncated = false;
   bool stderr_truncated = false;
   std::string error;
+  // "pids", ...: limits the agent saw hit, when it holds the cgroup (in a microVM).
+  std::vector<std::string> limits_hit;
 };
 
 channel::Message EncodeExec(const ExecRequest& request);

@@ -181,6 +181,15 @@ Expected<void> SetBackend(const json& v, const std::string& path, RunSpec& out) 
   return {};
 }
 
+Expected<void> SetAccel(const json& v, const std::string& path, RunSpec& out) {
+  auto name = GetString(v, path);
+  if (!name) return std::unexpected(name.error());
+  auto accel = ParseAccel(*name);
+  if (!accel) return std::unexpected(accel.error());
+  out.accel = *accel;
+  return {};
+}
+
 Expected<void> SetUser(const json& v, const std::string& path, RunSpec& out) {
   auto name = GetString(v, path);
   if (!name) return std::unexpected(name.error());
@@ -219,6 +228,7 @@ Expected<void> SetLimits(const json& v, const std::string& path, RunSpec& out) {
 const FieldTable<RunSpec>& SpecFields() {
   static const FieldTable<RunSpec> table = {
       {"backend", SetBackend},
+      {"accel", SetAccel},
       {"image", SetString<&RunSpec::image>},
       {"argv", SetArgv},
       {"stdin", SetOptionalString<&RunSpec::stdin_data>},
@@ -537,6 +547,25 @@ Expected<BackendKind> ParseBackendKind(const std::string& name) {
     if (name == ToString(kind)) return kind;
   }
   return Fail("backend", fmt::format("must be auto, ns or vm (got {:?})", name));
+}
+
+std::string ToString(Accel accel) {
+  switch (accel) {
+    case Accel::kAuto:
+      return "auto";
+    case Accel::kKvm:
+      return "kvm";
+    case Accel::kTcg:
+      return "tcg";
+  }
+  return "unknown";
+}
+
+Expected<Accel> ParseAccel(const std::string& name) {
+  for (Accel accel : {Accel::kAuto, Accel::kKvm, Accel::kTcg}) {
+    if (name == ToString(accel)) return accel;
+  }
+  return Fail("accel", fmt::format("must be auto, kvm or tcg (got {:?})", name));
 }
 
 Expected<UserKind> ParseUserKind(const std::string& name) {
