@@ -30,6 +30,12 @@ SetupFailure ResetSignals() noexcept {
   return {};
 }
 
+SetupFailure JoinCgroup(const ChildPlan& plan) noexcept {
+  // Before anything the workload could spend: from here on its memory and pids count.
+  if (plan.cgroup_procs_fd >= 0 && write(plan.cgroup_procs_fd, "0", 1) != 1) return Failed(SetupStep::kJoinCgroup);
+  return {};
+}
+
 SetupFailure NewSession() noexcept {
   // Its own session and process group, which is the tree KillWorkloads() ends when the agent
   // is not PID 1; and no controlling terminal to inject keystrokes into.
@@ -98,6 +104,7 @@ void WriteText(const char* text) noexcept {
 
 void RunChild(const ChildPlan& plan) noexcept {
   Require(plan, ResetSignals());
+  Require(plan, JoinCgroup(plan));
   Require(plan, NewSession());
   Require(plan, WireStdio(plan));
   Require(plan, EnterWorkdir(plan));

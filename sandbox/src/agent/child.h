@@ -31,6 +31,8 @@ struct ChildPlan {
   // Paths to try in order (the PATH search, done by the agent); null-terminated.
   const char* const* candidates = nullptr;
   bool searched_path = false;  // argv0 had no '/'
+  // In a microVM: the workload cgroup's cgroup.procs, which the child joins first. -1: none.
+  int cgroup_procs_fd = -1;
 };
 
 // Exit codes of a child that never became the workload (after timeout(1) and env(1)).

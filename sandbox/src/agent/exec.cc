@@ -172,12 +172,14 @@ ExecReport Abandon(pid_t pid, const Expected<std::optional<SetupFailure>>& failu
 }  // namespace
 
 std::expected<Workload, ExecReport> StartWorkload(const ExecRequest& request,
-                                                  const SeccompProgram& seccomp) {
+                                                  const SeccompProgram& seccomp,
+                                                  int cgroup_procs_fd) {
   auto pipes = MakePipes();
   if (!pipes)
     return std::unexpected(Failure(Status::kInternalError, pipes.error().ToString(), Clock::now()));
   ExecImage image(request);
   ChildPlan plan = MakePlan(request, seccomp, *pipes, image);
+  plan.cgroup_procs_fd = cgroup_procs_fd;
   Workload workload;
   getrusage(RUSAGE_CHILDREN, &workload.children_before);
   workload.started = Clock::now();

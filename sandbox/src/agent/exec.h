@@ -30,7 +30,9 @@ struct Workload {
 
 // The error is the exec's final report: setup_error when a step in the child failed (naming
 // the step and errno), internal_error when the agent could not even fork.
+// cgroup_procs_fd: in a microVM, the workload cgroup the child joins; -1 elsewhere.
 std::expected<Workload, ExecReport> StartWorkload(const ExecRequest& request,
-                                                  const SeccompProgram& seccomp);
+                                                  const SeccompProgram& seccomp,
+                                                  int cgroup_procs_fd = -1);
 
 }  // namespace smolbox::agent

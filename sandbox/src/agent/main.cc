@@ -2,12 +2,14 @@
 // host's exec requests over one channel, one at a time, until the host goes away.
 //
 //   smolbox-agent --channel-fd 3                 # ns backend: a socketpair end
-//   smolbox-agent --channel-path /dev/vport0p1   # vm backend: a virtio-serial port
+//   smolbox-agent --channel-path /dev/vport0p1   # a virtio-serial port
+//   /init                                        # vm backend: started by the guest kernel
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/reboot.h>
 #include <unistd.h>
 
 #include <charconv>
@@ -19,6 +21,8 @@
 #include "connection.h"
 #include "exec.h"
 #include "exec_protocol.h"
+#include "guest_boot.h"
+#include "guest_run.h"
 #include "pump.h"
 #include "reaper.h"
 #include "seccomp_policy.h"
@@ -100,8 +104,9 @@ Expected<void> HardenAgent() {
 
 class Agent {
  public:
-  Agent(Connection& connection, const ChildSignals& signals, const SeccompProgram& seccomp)
-      : connection_(connection), signals_(signals), seccomp_(seccomp) {}
+  // guest: /init of a microVM, which takes one "setup" before its execs.
+  Agent(Connection& connection, const ChildSignals& signals, const SeccompProgram& seccomp, bool guest)
+      : connection_(connection), signals_(signals), seccomp_(seccomp), guest_(guest) {}
 
   // 0 when the host closed the channel, 1 on a channel error.
   int Serve() {
@@ -142,11 +147,34 @@ class Agent {
       Exec(message);
       return;
     }
+    if (message.Type() == "setup" && guest_ && !cgroup_) {
+      SetUp(message);
+      return;
+    }
     std::string error = fmt::format("unknown message type \"{}\"", message.Type());
     Reply({{{"type", "error"}, {"error", error}}, ""});
   }
 
+  void SetUp(const channel::Message& message) {
+    auto setup = DecodeGuestSetup(message);
+    auto cgroup = setup ? SetUpGuestRun(*setup) : std::unexpected(setup.error());
+    if (!cgroup) {
+      const Error& e = cgroup.error();
+      Reply({{{"type", "setup_error"}, {"where", e.where}, {"what", e.what}, {"errno", e.errnum}}, ""});
+      return;
+    }
+    cgroup_.emplace(std::move(*cgroup));
+    Reply({{{"type", "setup_done"}}, ""});
+  }
+
   void Exec(const channel::Message& message) {
+    if (guest_ && !cgroup_) {
+      ExecReport report;
+      report.status = Status::kInternalError;
+      report.error = "exec before setup";
+      Reply(EncodeExit(report));
+      return;
+    }
     auto request = DecodeExec(message);
     if (!request) {
       ExecReport report;
@@ -155,9 +183,11 @@ class Agent {
       Reply(EncodeExit(report));
       return;
     }
-    auto workload = StartWorkload(*request, seccomp_);
+    CgroupCounters before = cgroup_ ? cgroup_->Read() : CgroupCounters{};
+    auto workload = StartWorkload(*request, seccomp_, cgroup_ ? cgroup_->procs_fd() : -1);
     ExecReport report = workload ? PumpExec(connection_, signals_, *request, std::move(*workload))
                                  : workload.error();
+    if (cgroup_ && workload) cgroup_->Judge(before, report);
     Reply(EncodeExit(report));
   }
 
@@ -178,6 +208,8 @@ class Agent {
   Connection& connection_;
   const ChildSignals& signals_;
   const SeccompProgram& seccomp_;
+  bool guest_ = false;
+  std::optional<WorkloadCgroup> cgroup_;  // a guest's, once set up
 };
 
 int StartupFailure(const Error& error) {
@@ -185,7 +217,31 @@ int StartupFailure(const Error& error) {
   return 1;
 }
 
+// /init of a microVM: boot, serve the host, power off. Returning from init would panic the
+// kernel, so every way out ends the VM.
+int GuestMain() {
+  auto channel = BootGuest();
+  if (!channel) {
+    fmt::print(stderr, "smolbox-agent: boot: {}\n", channel.error().ToString());
+    PowerOff();
+  }
+  if (auto hardened = HardenAgent(); !hardened) {
+    StartupFailure(hardened.error());
+    PowerOff();
+  }
+  auto signals = ChildSignals::Create();
+  auto seccomp = signals ? CompileSeccompPolicy() : std::unexpected(signals.error());
+  if (!seccomp) {
+    StartupFailure(seccomp.error());
+    PowerOff();
+  }
+  Connection connection(std::move(*channel));
+  Agent(connection, *signals, *seccomp, true).Serve();
+  PowerOff();
+}
+
 int Main(std::span<char* const> args) {
+  if (StartedAsGuestInit(static_cast<int>(args.size()))) return GuestMain();
   auto options = ParseArgs(args);
   if (!options) {
     fmt::print(stderr, "smolbox-agent: {}\n{}", options.error().ToString(), kUsage);
@@ -200,7 +256,7 @@ int Main(std::span<char* const> args) {
   auto seccomp = CompileSeccompPolicy();
   if (!seccomp) return StartupFailure(seccomp.error());
   Connection connection(std::move(*channel));
-  return Agent(connection, *signals, *seccomp).Serve();
+  return Agent(connection, *signals, *seccomp, false).Serve();
 }
 
 }  // namespace

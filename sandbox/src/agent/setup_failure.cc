@@ -44,6 +44,8 @@ std::string_view StepName(SetupStep step) {
       return "prctl(PR_SET_NO_NEW_PRIVS)";
     case SetupStep::kSeccomp:
       return "seccomp(SECCOMP_SET_MODE_FILTER)";
+    case SetupStep::kJoinCgroup:
+      return "join the workload cgroup";
   }
   return "unknown step";
 }

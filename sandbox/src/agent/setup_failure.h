@@ -33,6 +33,7 @@ enum class SetupStep : int32_t {
   kCapset,
   kNoNewPrivs,
   kSeccomp,
+  kJoinCgroup,
 };
 
 // Plain data, so that it crosses the pipe as raw bytes in a single atomic write.

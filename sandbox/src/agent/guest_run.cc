@@ -1,0 +1,62 @@
+#include "guest_run.h"
+
+#include <sys/mount.h>
+#include <sys/stat.h>
+
+#include <fmt/format.h>
+
+#include "guest_boot.h"
+#include "mount.h"
+
+namespace smolbox::agent {
+namespace {
+
+constexpr const char* kNewRoot = "/newroot";
+constexpr const char* kStorageMount = "/storage";
+
+// cache=none: every write reaches the host's storage at once, so the host copies back
+// exactly what the guest wrote, even when the VM is killed.
+std::string NinePOptions() { return "trans=virtio,version=9p2000.L,msize=262144,cache=none"; }
+
+Expected<void> MountShare(const std::string& tag, const std::string& target, bool read_only) {
+  unsigned long flags = MS_NOSUID | MS_NODEV | (read_only ? MS_RDONLY : 0);
+  if (mount(tag.c_str(), target.c_str(), "9p", flags, NinePOptions().c_str()) != 0) {
+    return std::unexpected(Error::Sys(fmt::format("mount 9p share {} on {}", tag, target)));
+  }
+  return {};
+}
+
+bool ValidTag(const std::string& tag) {
+  return !tag.empty() && tag.size() <= 31 && tag.find_first_of("/.") == std::string::npos;
+}
+
+}  // namespace
+
+Expected<WorkloadCgroup> SetUpGuestRun(const GuestSetup& setup) {
+  auto cgroup = WorkloadCgroup::Create(kGuestCgroupRoot, CgroupLimits{setup.memory_bytes, setup.pids, setup.cpus});
+  if (!cgroup) return cgroup;
+  if (auto ok = MountShare(kStorageTag, kStorageMount, false); !ok) return std::unexpected(ok.error());
+  ns::RootPlan plan;
+  plan.newroot = kNewRoot;
+  plan.storage = kStorageMount;
+  plan.workdir = setup.workdir;
+  plan.uid = setup.uid;
+  plan.gid = setup.gid;
+  plan.proc_options = "hidepid=invisible";
+  for (const auto& v : setup.volumes) {
+    ns::VolumeBind bind{v.target, v.read_only, "", -1, v.storage_dir};
+    if (v.read_only) {
+      if (!ValidTag(v.tag)) return std::unexpected(Error{"setup", fmt::format("bad share tag \"{}\"", v.tag), 0});
+      bind.source = fmt::format("/volumes/{}", v.tag);
+      if (mkdir(bind.source.c_str(), 0755) != 0) return std::unexpected(Error::Sys("mkdir " + bind.source));
+      if (auto ok = MountShare(v.tag, bind.source, true); !ok) return std::unexpected(ok.error());
+    }
+    plan.volumes.push_back(std::move(bind));
+  }
+  if (auto ok = ns::OpenSources(plan); !ok) return std::unexpected(ok.error());
+  if (auto ok = ns::BuildRoot(plan); !ok) return std::unexpected(ok.error());
+  if (auto ok = ns::PivotInto(kNewRoot); !ok) return std::unexpected(ok.error());
+  return cgroup;
+}
+
+}  // namespace smolbox::agent
