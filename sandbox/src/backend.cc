@@ -1,17 +1,22 @@
 #include "smolbox/backend.h"
 
+#include <unistd.h>
+
 #include "ns/ns_backend.h"
+#include "vm/accel.h"
+#include "vm/vm_backend.h"
 
 namespace smolbox {
 
 Expected<std::unique_ptr<Backend>> MakeBackend(BackendKind kind) {
   switch (kind) {
     case BackendKind::kVm:
-      // Until the microVM backend lands, no host runs it; a host with KVM is one command away.
-      return std::unexpected(Error::Field(
-          "backend", "the vm backend is not available in this build; use --backend ns, or run "
-                     "the battery on a KVM host with: smolvm-check remote github --repo OWNER/NAME"));
-    case BackendKind::kAuto:  // vm joins the choice when it lands; until then ns is all there is
+      return vm::MakeVmBackend();
+    case BackendKind::kAuto:
+      // Hardware isolation when this host has it (and the runtime is root, as the vm backend
+      // needs); namespaces otherwise. The result says which ran.
+      if (geteuid() == 0 && vm::KvmUnusableReason().empty()) return vm::MakeVmBackend();
+      return ns::MakeNsBackend();
     case BackendKind::kNs:
       return ns::MakeNsBackend();
   }

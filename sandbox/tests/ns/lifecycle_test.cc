@@ -103,7 +103,8 @@ std::vector<BadInput> BadInputs() {
       {"dev_target", {"run", "-v", "/tmp:/dev/x", "--", "/bin/true"}, "target"},
       {"root_target", {"run", "-v", "/tmp:/", "--", "/bin/true"}, "target"},
       {"unknown_backend", {"run", "--backend", "qemu", "--", "/bin/true"}, "backend"},
-      {"vm_backend_not_yet", {"run", "--backend", "vm", "--", "/bin/true"}, "backend"},
+      {"vm_memory_below_floor", {"run", "--backend", "vm", "--accel", "tcg", "--mem", "16M", "--", "/bin/true"}, "limits.memory_mib"},
+      {"unknown_accel", {"run", "--backend", "vm", "--accel", "hvf", "--", "/bin/true"}, "accel"},
       {"empty_command", {"run"}, "argv"},
   };
 }

@@ -1,0 +1,129 @@
+#include "jail.h"
+
+#include <fcntl.h>
+#include <linux/capability.h>
+#include <linux/securebits.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstring>
+
+#include <fmt/format.h>
+
+namespace smolbox::vm {
+namespace {
+
+// What the jailed child sends back when a step before execve fails.
+struct StepFailure {
+  char step[48];
+  int err;
+};
+
+[[noreturn]] void FailStep(int error_fd, const char* step) {
+  StepFailure failure{};
+  failure.err = errno;
+  strncpy(failure.step, step, sizeof failure.step - 1);
+  [[maybe_unused]] ssize_t n = write(error_fd, &failure, sizeof failure);
+  _exit(125);
+}
+
+void DropCapabilities() {
+  __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, 0};
+  __user_cap_data_struct data[2]{};
+  syscall(SYS_capset, &header, data);
+}
+
+[[noreturn]] void RunChild(const JailPlan& plan, int go_fd, int error_fd) {
+  // The runtime's death ends QEMU, and with it (PID 1 of its namespace) everything in it.
+  if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) FailStep(error_fd, "prctl PR_SET_PDEATHSIG");
+  char go = 0;
+  if (read(go_fd, &go, 1) != 1) FailStep(error_fd, "await id maps");
+  if (mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) FailStep(error_fd, "mount --make-rprivate /");
+  // Uid 0 inside must not regain capabilities at execve.
+  if (prctl(PR_SET_SECUREBITS, SECBIT_NOROOT | SECBIT_NOROOT_LOCKED | SECBIT_NO_SETUID_FIXUP |
+                                   SECBIT_NO_SETUID_FIXUP_LOCKED | SECBIT_KEEP_CAPS_LOCKED) != 0) {
+    FailStep(error_fd, "prctl PR_SET_SECUREBITS");
+  }
+  for (int cap = 0; cap <= CAP_LAST_CAP; ++cap) prctl(PR_CAPBSET_DROP, cap, 0, 0, 0);
+  if (setresgid(plan.inside_gid, plan.inside_gid, plan.inside_gid) != 0) FailStep(error_fd, "setresgid");
+  if (setresuid(plan.inside_uid, plan.inside_uid, plan.inside_uid) != 0) FailStep(error_fd, "setresuid");
+  DropCapabilities();
+  if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) != 0) FailStep(error_fd, "clear ambient capabilities");
+  if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) FailStep(error_fd, "prctl PR_SET_NO_NEW_PRIVS");
+  int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
+  if (null < 0 || dup2(null, 0) < 0 || dup2(plan.console_fd, 1) < 0 || dup2(plan.console_fd, 2) < 0) {
+    FailStep(error_fd, "wire QEMU's stdio");
+  }
+  for (int fd : plan.keep_fds) {
+    if (fcntl(fd, F_SETFD, 0) != 0) FailStep(error_fd, "keep a descriptor for QEMU");
+  }
+  std::vector<char*> argv;
+  for (const auto& arg : plan.argv) argv.push_back(const_cast<char*>(arg.c_str()));
+  argv.push_back(nullptr);
+  char path[] = "PATH=/usr/bin:/bin";
+  char* envp[] = {path, nullptr};
+  execve(argv[0], argv.data(), envp);
+  FailStep(error_fd, "execve QEMU");
+}
+
+Expected<void> WriteProcFile(pid_t pid, const char* name, const std::string& text) {
+  std::string path = fmt::format("/proc/{}/{}", pid, name);
+  UniqueFd fd(open(path.c_str(), O_WRONLY | O_CLOEXEC));
+  if (!fd.valid() || write(fd.get(), text.data(), text.size()) != static_cast<ssize_t>(text.size())) {
+    return std::unexpected(Error::Sys("write " + path));
+  }
+  return {};
+}
+
+Expected<void> MapIds(pid_t pid, const JailPlan& plan) {
+  if (auto ok = WriteProcFile(pid, "uid_map", fmt::format("{} {} 1\n", plan.inside_uid, plan.host_uid)); !ok) return ok;
+  if (auto ok = WriteProcFile(pid, "setgroups", "deny"); !ok) return ok;
+  return WriteProcFile(pid, "gid_map", fmt::format("{} {} 1\n", plan.inside_gid, plan.host_gid));
+}
+
+}  // namespace
+
+Expected<JailedProcess> StartJailed(const JailPlan& plan, ns::Cgroup& cgroup) {
+  int go[2];
+  int error[2];
+  if (pipe2(go, O_CLOEXEC) != 0) return std::unexpected(Error::Sys("pipe2"));
+  UniqueFd go_read(go[0]), go_write(go[1]);
+  if (pipe2(error, O_CLOEXEC) != 0) return std::unexpected(Error::Sys("pipe2"));
+  UniqueFd error_read(error[0]), error_write(error[1]);
+  int pidfd = -1;
+  unsigned long flags = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC |
+                        CLONE_NEWUTS | CLONE_PIDFD | SIGCHLD;
+  // A raw clone without CLONE_VM is a fork into new namespaces.
+  long pid = syscall(SYS_clone, flags, nullptr, &pidfd, nullptr, 0);
+  if (pid < 0) return std::unexpected(Error::Sys("clone QEMU's namespaces"));
+  if (pid == 0) RunChild(plan, go_read.get(), error_write.get());
+  JailedProcess jailed{static_cast<pid_t>(pid), UniqueFd(pidfd)};
+  error_write.Reset();
+  go_read.Reset();
+  auto abandon = [&](Error e) -> Expected<JailedProcess> {
+    syscall(SYS_pidfd_send_signal, jailed.pidfd.get(), SIGKILL, nullptr, 0);
+    while (waitpid(jailed.pid, nullptr, 0) < 0 && errno == EINTR) {
+    }
+    return std::unexpected(std::move(e));
+  };
+  if (auto ok = cgroup.AddProcess(jailed.pid); !ok) return abandon(ok.error());
+  if (auto ok = MapIds(jailed.pid, plan); !ok) return abandon(ok.error());
+  if (write(go_write.get(), "g", 1) != 1) return abandon(Error::Sys("start QEMU"));
+  StepFailure failure{};
+  ssize_t n;
+  do {
+    n = read(error_read.get(), &failure, sizeof failure);
+  } while (n < 0 && errno == EINTR);
+  if (n == static_cast<ssize_t>(sizeof failure)) {
+    failure.step[sizeof failure.step - 1] = '\0';
+    return abandon(Error{"qemu jail", failure.step, failure.err});
+  }
+  return jailed;
+}
+
+}  // namespace smolbox::vm

@@ -1,0 +1,163 @@
+#include "qemu_command.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <fstream>
+#include <regex>
+#include <sstream>
+
+#include <fmt/format.h>
+
+extern char** environ;
+
+namespace smolbox::vm {
+namespace {
+
+constexpr const char* kQemuName = "qemu-system-x86_64";
+constexpr int kVersionTimeoutMs = 5000;
+// QEMU's translation cache defaults to 1 GiB under TCG; 64 MiB keeps its RSS near guest RAM.
+constexpr int kTcgCacheMiB = 64;
+
+std::string FindOnPath(const std::string& program) {
+  const char* path = std::getenv("PATH");
+  std::istringstream dirs(path != nullptr ? path : "/usr/local/bin:/usr/bin:/bin");
+  for (std::string dir; std::getline(dirs, dir, ':');) {
+    if (dir.empty()) continue;
+    std::string candidate = dir + "/" + program;
+    struct stat st{};
+    if (stat(candidate.c_str(), &st) == 0 && S_ISREG(st.st_mode) && access(candidate.c_str(), X_OK) == 0) {
+      return candidate;
+    }
+  }
+  return "";
+}
+
+// Its stdout, killed after a bound: a QEMU that hangs must not hang the runtime.
+std::string VersionOutput(const std::string& qemu) {
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC) != 0) return "";
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_adddup2(&actions, fds[1], 1);
+  posix_spawn_file_actions_adddup2(&actions, fds[1], 2);
+  std::string flag = "--version";
+  char* argv[] = {const_cast<char*>(qemu.c_str()), flag.data(), nullptr};
+  pid_t pid = 0;
+  int rc = posix_spawn(&pid, qemu.c_str(), &actions, nullptr, argv, environ);
+  posix_spawn_file_actions_destroy(&actions);
+  close(fds[1]);
+  std::string output;
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(kVersionTimeoutMs);
+  while (rc == 0) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    pollfd p{fds[0], POLLIN, 0};
+    if (left.count() <= 0 || poll(&p, 1, static_cast<int>(left.count())) <= 0) {
+      kill(pid, SIGKILL);
+      break;
+    }
+    char buf[1024];
+    ssize_t n = read(fds[0], buf, sizeof buf);
+    if (n <= 0) break;
+    output.append(buf, static_cast<size_t>(n));
+  }
+  close(fds[0]);
+  if (rc == 0) waitpid(pid, nullptr, 0);
+  return output;
+}
+
+}  // namespace
+
+Expected<std::pair<int, int>> ParseQemuVersion(const std::string& output) {
+  static const std::regex kVersion(R"(QEMU emulator version (\d+)\.(\d+))");
+  std::smatch m;
+  if (!std::regex_search(output, m, kVersion)) {
+    return std::unexpected(Error{"qemu", "cannot read its version from --version", 0});
+  }
+  return std::pair{std::stoi(m[1]), std::stoi(m[2])};
+}
+
+Expected<Qemu> FindQemu() {
+  const char* forced = std::getenv("SMOLBOX_QEMU");
+  std::string path = forced != nullptr && *forced != '\0' ? forced : FindOnPath(kQemuName);
+  if (path.empty() || access(path.c_str(), X_OK) != 0) {
+    return std::unexpected(Error{"qemu", fmt::format("{} not found; install QEMU (Debian: apt-get install qemu-system-x86) or run scripts/setup",
+                                                     path.empty() ? kQemuName : path), 0});
+  }
+  auto version = ParseQemuVersion(VersionOutput(path));
+  if (!version) return std::unexpected(Error{"qemu", fmt::format("{}: {}", path, version.error().what), 0});
+  if (version->first < kMinQemuMajor) {
+    return std::unexpected(Error{"qemu", fmt::format("{} is version {}.{}; the vm backend needs {}.0 or newer",
+                                                     path, version->first, version->second, kMinQemuMajor), 0});
+  }
+  return Qemu{path, version->first, version->second};
+}
+
+std::string KernelCommandLine(const VmConfig& c) {
+  // quiet and loglevel: the console is a log on the host, and the workload must not be able
+  // to fill it through kernel messages. panic=-1 with -no-reboot: a dead guest ends QEMU.
+  std::string line = "console=ttyS0 quiet loglevel=1 panic=-1 reboot=t rdinit=/init "
+                     "random.trust_cpu=on random.trust_bootloader=on 8250.nr_uarts=1";
+  if (c.accel == Accel::kTcg && c.tsc_khz > 0) line += fmt::format(" tsc_early_khz={}", c.tsc_khz);
+  return line;
+}
+
+std::vector<std::string> QemuArgv(const Qemu& qemu, const VmConfig& c) {
+  std::vector<std::string> argv = {
+      qemu.path,
+      "-M", "microvm",
+      "-nodefaults", "-no-user-config", "-nographic", "-no-reboot",
+      "-sandbox", "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny",
+      "-m", fmt::format("{}M", c.memory_mib),
+      "-smp", std::to_string(c.vcpus),
+  };
+  if (c.accel == Accel::kKvm) {
+    argv.insert(argv.end(), {"-accel", "kvm", "-cpu", "host"});
+  } else {
+    argv.insert(argv.end(), {"-accel", fmt::format("tcg,tb-size={}", kTcgCacheMiB), "-cpu", "max"});
+  }
+  argv.insert(argv.end(), {
+      "-kernel", c.kernel,
+      "-initrd", c.initramfs,
+      "-append", KernelCommandLine(c),
+      // The console: QEMU's stdout, which the runtime keeps as the VM's log.
+      "-serial", "stdio",
+      // Entropy from the host: without it the guest's first getrandom() waits.
+      "-device", "virtio-rng-device",
+      "-drive", fmt::format("id=rootfs,file={},format=raw,if=none,readonly=on", c.rootfs),
+      "-device", "virtio-blk-device,drive=rootfs",
+      "-chardev", fmt::format("socket,id=agent,fd={}", c.channel_fd),
+      "-device", "virtio-serial-device",
+      "-device", "virtserialport,chardev=agent,name=smolbox.agent",
+  });
+  for (const auto& share : c.shares) {
+    std::string fsdev = fmt::format("local,id={},path={},security_model=none", share.tag, share.path);
+    if (share.read_only) fsdev += ",readonly=on";
+    argv.insert(argv.end(), {"-fsdev", fsdev, "-device",
+                             fmt::format("virtio-9p-device,fsdev={},mount_tag={}", share.tag, share.tag)});
+  }
+  // No -netdev and no NIC: -nodefaults removed the default one, and none is added.
+  return argv;
+}
+
+int64_t HostTscKhz() {
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  for (std::string line; std::getline(cpuinfo, line);) {
+    if (!line.starts_with("cpu MHz")) continue;
+    auto colon = line.find(':');
+    if (colon == std::string::npos) break;
+    double mhz = std::strtod(line.c_str() + colon + 1, nullptr);
+    return static_cast<int64_t>(mhz * 1000);
+  }
+  return 0;
+}
+
+}  // namespace smolbox::vm

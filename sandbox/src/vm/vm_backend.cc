@@ -1,0 +1,343 @@
+#include "vm_backend.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <optional>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "accel.h"
+#include "cgroup.h"
+#include "exec_protocol.h"
+#include "guest_artifacts.h"
+#include "guest_protocol.h"
+#include "jail.h"
+#include "monitor.h"
+#include "qemu_command.h"
+#include "state.h"
+#include "storage.h"
+#include "user.h"
+#include "workspace.h"
+
+namespace smolbox::vm {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Guest RAM on top of --mem: the kernel, the agent and the page cache outside the workload's
+// cgroup. The workload itself is held to --mem by the cgroup inside.
+constexpr int64_t kGuestOverheadMiB = 192;
+// QEMU's own memory on top of guest RAM (device emulation, the TCG translation cache).
+constexpr int64_t kQemuOverheadMiB = 256;
+constexpr int64_t kQemuPids = 256;
+// Below this a Python or Node workload cannot start in the guest.
+constexpr int64_t kMinVmMemoryMiB = 32;
+constexpr int64_t kBootTimeoutTcgMs = 90000;
+constexpr int64_t kBootTimeoutKvmMs = 20000;
+constexpr int64_t kSetupTimeoutMs = 30000;
+// The host's backstop past the agent's own timeout: an emulated guest is slow to react.
+constexpr int64_t kBackstopGraceTcgMs = 10000;
+constexpr int64_t kBackstopGraceKvmMs = 3000;
+constexpr int64_t kPowerOffWaitMs = 3000;
+constexpr const char* kDefaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+
+int64_t MsSince(Clock::time_point start) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count();
+}
+
+// Everything one VM holds; destroyed in reverse order of declaration.
+struct Vm {
+  Accel accel = Accel::kTcg;
+  std::optional<ns::RunDir> dir;
+  std::optional<ns::Cgroup> cgroup;
+  std::vector<ns::HostVolume> volumes;
+  std::optional<ns::Storage> storage;
+  GuestArtifacts guest;
+  std::string console_path;
+  UniqueFd console;
+  UniqueFd channel;
+  JailedProcess qemu;
+  uid_t host_uid = 0;  // QEMU's, and the storage's owner
+  gid_t host_gid = 0;
+  uid_t guest_uid = 0;  // the workload's in the guest, and QEMU's inside its user namespace
+  gid_t guest_gid = 0;
+
+  ~Vm() {
+    if (qemu.pidfd.valid()) syscall(SYS_pidfd_send_signal, qemu.pidfd.get(), SIGKILL, nullptr, 0);
+    if (qemu.pid > 0) while (waitpid(qemu.pid, nullptr, 0) < 0 && errno == EINTR) {}
+  }
+};
+
+Expected<void> CheckSpec(const RunSpec& spec) {
+  if (spec.image != "host") {
+    return std::unexpected(Error::Field("image", "the vm backend runs the host image only (its rootfs is built by scripts/build-guest)"));
+  }
+  if (spec.limits.memory_mib < kMinVmMemoryMiB) {
+    return std::unexpected(Error::Field("limits.memory_mib", fmt::format("{} MiB is below the vm backend's floor of {} MiB",
+                                                                         spec.limits.memory_mib, kMinVmMemoryMiB)));
+  }
+  for (size_t i = 0; i < spec.mounts.size(); ++i) {
+    struct stat st{};
+    if (spec.mounts[i].read_only && stat(spec.mounts[i].source.c_str(), &st) == 0 && !S_ISDIR(st.st_mode)) {
+      return std::unexpected(Error::Field(fmt::format("mounts[{}].source", i), "the vm backend shares directories only"));
+    }
+  }
+  if (geteuid() != 0) {
+    return std::unexpected(Error::Field("backend", "the vm backend needs root in this build: its quota-bound storage is a loop-mounted disk image; use --backend ns rootless"));
+  }
+  return {};
+}
+
+int VcpusFor(const RunSpec& spec) {
+  int host = static_cast<int>(std::max(1L, sysconf(_SC_NPROCESSORS_ONLN)));
+  int wanted = static_cast<int>(std::ceil(std::max(spec.limits.cpus, 1.0)));
+  return std::clamp(wanted, 1, host);
+}
+
+Expected<void> OpenConsole(Vm& vm) {
+  auto root = ns::StateRoot();
+  if (!root) return std::unexpected(root.error());
+  std::string logs = *root + "/logs";
+  if (mkdir(logs.c_str(), 0700) != 0 && errno != EEXIST) return std::unexpected(Error::Sys("mkdir " + logs));
+  vm.console_path = fmt::format("{}/{}.console.log", logs, vm.dir->id());
+  vm.console.Reset(open(vm.console_path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
+  if (!vm.console.valid()) return std::unexpected(Error::Sys("create " + vm.console_path));
+  return {};
+}
+
+std::string FdPath(int fd) { return fmt::format("/proc/self/fd/{}", fd); }
+
+Expected<void> StartQemu(const RunSpec& spec, Vm& vm, const Qemu& qemu) {
+  int pair[2];
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) != 0) return std::unexpected(Error::Sys("socketpair"));
+  vm.channel.Reset(pair[0]);
+  UniqueFd qemu_end(pair[1]);
+  VmConfig config;
+  config.accel = vm.accel;
+  config.memory_mib = spec.limits.memory_mib + kGuestOverheadMiB;
+  config.vcpus = VcpusFor(spec);
+  config.kernel = FdPath(vm.guest.kernel.get());
+  config.initramfs = FdPath(vm.guest.initramfs.get());
+  config.rootfs = FdPath(vm.guest.rootfs.get());
+  config.channel_fd = qemu_end.get();
+  config.tsc_khz = HostTscKhz();
+  config.shares.push_back(NinePShare{kStorageTag, FdPath(vm.storage->root_fd()), false});
+  JailPlan plan;
+  plan.keep_fds = {vm.guest.kernel.get(), vm.guest.initramfs.get(), vm.guest.rootfs.get(), qemu_end.get(),
+                   vm.storage->root_fd()};
+  for (size_t i = 0; i < vm.volumes.size(); ++i) {
+    if (!vm.volumes[i].mount->read_only) continue;
+    config.shares.push_back(NinePShare{fmt::format("ro{}", i), FdPath(vm.volumes[i].fd.get()), true});
+    plan.keep_fds.push_back(vm.volumes[i].fd.get());
+  }
+  plan.argv = QemuArgv(qemu, config);
+  plan.console_fd = vm.console.get();
+  plan.host_uid = vm.host_uid;
+  plan.host_gid = vm.host_gid;
+  plan.inside_uid = vm.guest_uid;
+  plan.inside_gid = vm.guest_gid;
+  auto jailed = StartJailed(plan, *vm.cgroup);
+  if (!jailed) return std::unexpected(jailed.error());
+  vm.qemu = std::move(*jailed);
+  return {};
+}
+
+// The next message from the guest within timeout_ms; QEMU's death or silence is an error that
+// points at the console log.
+Expected<channel::Message> AwaitGuest(const Vm& vm, int64_t timeout_ms, const char* what) {
+  pollfd fds[2] = {{vm.channel.get(), POLLIN, 0}, {vm.qemu.pidfd.get(), POLLIN, 0}};
+  int rc = poll(fds, 2, static_cast<int>(timeout_ms));
+  std::string log = fmt::format("see the console log {}", vm.console_path);
+  if (rc == 0) return std::unexpected(Error{what, fmt::format("the guest did not answer within {} s; {}", timeout_ms / 1000, log), ETIMEDOUT});
+  if (!(fds[0].revents & POLLIN)) return std::unexpected(Error{what, "QEMU exited; " + log, 0});
+  auto message = channel::ReadMessage(vm.channel.get());
+  if (!message) return std::unexpected(Error{what, message.error().ToString() + "; " + log, 0});
+  if (!*message) return std::unexpected(Error{what, "the guest closed its channel; " + log, 0});
+  return std::move(**message);
+}
+
+GuestSetup MakeGuestSetup(const RunSpec& spec, const Vm& vm) {
+  GuestSetup setup;
+  setup.workdir = spec.workdir;
+  setup.uid = vm.guest_uid;
+  setup.gid = vm.guest_gid;
+  setup.memory_bytes = spec.limits.memory_mib << 20;
+  setup.pids = spec.limits.pids;
+  // Whole CPUs are the vCPUs; a fraction is a quota inside.
+  setup.cpus = spec.limits.cpus < VcpusFor(spec) ? spec.limits.cpus : 0;
+  for (size_t i = 0; i < vm.volumes.size(); ++i) {
+    const auto& v = vm.volumes[i];
+    setup.volumes.push_back(GuestVolume{v.mount->target, v.mount->read_only,
+                                        v.mount->read_only ? fmt::format("ro{}", i) : "",
+                                        v.mount->read_only ? "" : ns::Storage::VolumeDir(v.storage_index)});
+  }
+  // Parents before children, as the namespace backend mounts them.
+  std::sort(setup.volumes.begin(), setup.volumes.end(),
+            [](const GuestVolume& a, const GuestVolume& b) { return a.target < b.target; });
+  return setup;
+}
+
+Expected<void> BootAndSetUp(const RunSpec& spec, Vm& vm) {
+  int64_t boot_ms = vm.accel == Accel::kKvm ? kBootTimeoutKvmMs : kBootTimeoutTcgMs;
+  auto ready = AwaitGuest(vm, boot_ms, "boot");
+  if (!ready) return std::unexpected(ready.error());
+  if (ready->Type() != "ready") return std::unexpected(Error{"boot", "unexpected message \"" + ready->Type() + "\"", 0});
+  if (auto sent = channel::WriteMessage(vm.channel.get(), EncodeGuestSetup(MakeGuestSetup(spec, vm))); !sent) return sent;
+  auto done = AwaitGuest(vm, kSetupTimeoutMs, "guest setup");
+  if (!done) return std::unexpected(done.error());
+  if (done->Type() == "setup_error") {
+    const auto& h = done->header;
+    return std::unexpected(Error{"guest setup: " + h.value("where", std::string()), h.value("what", std::string()), h.value("errno", 0)});
+  }
+  if (done->Type() != "setup_done") return std::unexpected(Error{"guest setup", "unexpected message \"" + done->Type() + "\"", 0});
+  return {};
+}
+
+Expected<void> Prepare(const RunSpec& spec, Vm& vm, RunResult& result) {
+  if (auto ok = CheckSpec(spec); !ok) return ok;
+  auto qemu = FindQemu();
+  if (!qemu) return std::unexpected(qemu.error());
+  auto guest = OpenGuestArtifacts(GuestDir());
+  if (!guest) return std::unexpected(guest.error());
+  vm.guest = std::move(*guest);
+  auto volumes = ns::OpenVolumes(spec);
+  if (!volumes) return std::unexpected(volumes.error());
+  vm.volumes = std::move(*volumes);
+  bool root = spec.user == UserKind::kRoot;
+  vm.guest_uid = root ? 0 : ns::kSandboxUid;
+  vm.guest_gid = root ? 0 : ns::kSandboxGid;
+  vm.host_uid = ns::kHostIdBase + vm.guest_uid;
+  vm.host_gid = ns::kHostIdBase + vm.guest_gid;
+  auto dir = ns::RunDir::Create();
+  if (!dir) return std::unexpected(dir.error());
+  vm.dir.emplace(std::move(*dir));
+  int64_t qemu_mib = spec.limits.memory_mib + kGuestOverheadMiB + kQemuOverheadMiB;
+  // CPU: the vCPUs plus one for QEMU's own I/O thread; the workload's share is held inside.
+  double qemu_cpus = VcpusFor(spec) + 1.0;
+  vm.cgroup.emplace(ns::Cgroup::Create(vm.dir->id(), {qemu_mib << 20, qemu_cpus, kQemuPids}));
+  for (const auto& problem : vm.cgroup->problems()) result.Warn("QEMU's cgroup: " + problem);
+  if (auto ok = ns::EnterPrivateMountNamespace(); !ok) return ok;
+  auto storage = ns::Storage::CreateDisk(spec.limits.storage_mib, vm.dir->path() + "/storage");
+  if (!storage) return std::unexpected(storage.error());
+  vm.storage.emplace(std::move(*storage));
+  if (auto ok = ns::FillStorage(spec, vm.volumes, *vm.storage, vm.host_uid, vm.host_gid, result); !ok) return ok;
+  if (auto ok = OpenConsole(vm); !ok) return ok;
+  if (auto ok = StartQemu(spec, vm, *qemu); !ok) return ok;
+  return BootAndSetUp(spec, vm);
+}
+
+ExecRequest MakeRequest(const RunSpec& spec, const Vm& vm, std::string stdin_data) {
+  ExecRequest r;
+  r.argv = spec.argv;
+  r.env = {{"PATH", kDefaultPath}, {"HOME", spec.workdir}, {"LANG", "C.UTF-8"}};
+  for (const auto& [k, v] : spec.env) r.env[k] = v;
+  r.cwd = spec.workdir;
+  r.uid = vm.guest_uid;
+  r.gid = vm.guest_gid;
+  r.timeout_ms = spec.limits.timeout_ms;
+  r.cpu_ms = spec.limits.cpu_ms.value_or(0);
+  r.output_bytes = spec.limits.output_bytes;
+  r.files = spec.limits.files;
+  r.stdin_data = std::move(stdin_data);
+  return r;
+}
+
+void Classify(const ns::MonitorOutcome& outcome, RunResult& result) {
+  if (outcome.report) {
+    const ExecReport& r = *outcome.report;
+    result.status = r.status;
+    result.exit_code = r.exit_code;
+    result.signal = r.signal;
+    result.usage = Usage{r.wall_ms, r.cpu_ms, r.peak_memory_bytes};
+    result.limits_hit = r.limits_hit;
+    if (r.status == Status::kSetupError || r.status == Status::kInternalError) result.error = r.error;
+  } else if (outcome.backstop_fired) {
+    result.status = Status::kTimeout;
+    result.signal = SIGKILL;
+    result.Warn("timeout: the agent in the guest did not end the run; the host backstop killed the VM");
+  } else if (outcome.output_overflow) {
+    result.status = Status::kOutputLimit;
+    result.signal = SIGKILL;
+  } else {
+    result.status = Status::kInternalError;
+    result.error = outcome.error;
+  }
+}
+
+// Closing the channel tells the agent to power the guest off; QEMU then exits by itself.
+void StopVm(Vm& vm) {
+  shutdown(vm.channel.get(), SHUT_RDWR);
+  pollfd fd{vm.qemu.pidfd.get(), POLLIN, 0};
+  if (poll(&fd, 1, kPowerOffWaitMs) <= 0) syscall(SYS_pidfd_send_signal, vm.qemu.pidfd.get(), SIGKILL, nullptr, 0);
+  while (waitpid(vm.qemu.pid, nullptr, 0) < 0 && errno == EINTR) {
+  }
+  vm.qemu.pid = -1;
+  vm.qemu.pidfd.Reset();
+  vm.cgroup->KillAll();
+}
+
+class VmBackend final : public Backend {
+ public:
+  RunResult Run(const RunSpec& spec) override {
+    RunResult result;
+    result.backend = "vm";
+    auto start = Clock::now();
+    auto accel = ChooseAccel(spec.accel);
+    if (!accel) return SetupError(result, accel.error(), start);
+    Vm vm;
+    vm.accel = *accel;
+    result.isolation = *accel == Accel::kKvm ? "kvm" : "tcg";
+    ns::SweepStaleRuns();
+    auto stdin_data = ns::ReadStdin(spec);
+    if (!stdin_data) return SetupError(result, stdin_data.error(), start);
+    if (auto ready = Prepare(spec, vm, result); !ready) return SetupError(result, ready.error(), start);
+    unlink(vm.console_path.c_str());  // booted: the log is only kept for failures
+    result.timings.setup_ms = MsSince(start);
+    auto run_start = Clock::now();
+    ExecRequest request = MakeRequest(spec, vm, std::move(*stdin_data));
+    ns::MonitorOutcome outcome;
+    int64_t grace = vm.accel == Accel::kKvm ? kBackstopGraceKvmMs : kBackstopGraceTcgMs;
+    if (auto sent = channel::WriteMessage(vm.channel.get(), EncodeExec(request)); !sent) {
+      outcome.error = sent.error().ToString();
+    } else {
+      outcome = ns::MonitorExec(vm.channel.get(), vm.qemu.pidfd.get(), request, nullptr, grace);
+    }
+    result.timings.run_ms = MsSince(run_start);
+    auto teardown_start = Clock::now();
+    StopVm(vm);
+    Classify(outcome, result);
+    result.stdout_data = std::move(outcome.stdout_data);
+    result.stderr_data = std::move(outcome.stderr_data);
+    result.stdout_truncated = outcome.stdout_truncated || (outcome.report && outcome.report->stdout_truncated);
+    result.stderr_truncated = outcome.stderr_truncated || (outcome.report && outcome.report->stderr_truncated);
+    if (vm.storage->Full()) result.limits_hit.push_back("storage");
+    ns::CopyBackVolumes(spec, vm.volumes, *vm.storage, result);
+    result.timings.teardown_ms = MsSince(teardown_start);
+    return result;
+  }
+
+ private:
+  static RunResult SetupError(RunResult& result, const Error& error, Clock::time_point start) {
+    result.status = Status::kSetupError;
+    result.error = error.ToString();
+    result.timings.setup_ms = MsSince(start);
+    return result;
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> MakeVmBackend() { return std::make_unique<VmBackend>(); }
+
+}  // namespace smolbox::vm
