@@ -18,9 +18,12 @@ std::string Env(const char* name) {
   return value ? value : "";
 }
 
-// $XDG_CACHE_HOME/smolbox/guest, else ~/.cache/smolbox/guest: where scripts/build-guest puts
-// the vm backend's kernel, initramfs and rootfs.
+// Where scripts/build-guest puts the vm backend's kernel, initramfs and rootfs, and where
+// smolbox looks: $SMOLBOX_GUEST_DIR; for root /var/cache/smolbox/guest; else
+// $XDG_CACHE_HOME/smolbox/guest or ~/.cache/smolbox/guest.
 std::string GuestDir() {
+  if (!Env("SMOLBOX_GUEST_DIR").empty()) return Env("SMOLBOX_GUEST_DIR");
+  if (geteuid() == 0) return "/var/cache/smolbox/guest";
   if (!Env("XDG_CACHE_HOME").empty()) return Env("XDG_CACHE_HOME") + "/smolbox/guest";
   if (!Env("HOME").empty()) return Env("HOME") + "/.cache/smolbox/guest";
   return "";

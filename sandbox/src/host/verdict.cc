@@ -7,7 +7,7 @@
 namespace smolbox::host {
 namespace {
 
-constexpr const char* kNotInBuild = "the vm backend is not in this build yet";
+constexpr const char* kEmulatedBattery = "smolvm-check run --sandbox smolbox:vm-tcg";
 
 // Why KVM cannot give hardware isolation here; empty when it can. Under a fixture the ioctls
 // were not run, so the device, its access and the CPU flags decide.
@@ -27,8 +27,10 @@ std::string WhyNoKvm(const HostView& view, const Findings& f) {
 }
 
 // What the vm backend would still miss on this host besides KVM.
-std::vector<std::string> VmMissing(const Findings& f) {
+std::vector<std::string> VmMissing(const HostView& view, const Findings& f) {
   std::vector<std::string> missing;
+  // Its quota-bound storage is a disk image the runtime loop-mounts.
+  if (view.uid() != 0) missing.push_back("root");
   if (!f.qemu) {
     missing.push_back("QEMU");
   } else if (!f.qemu_microvm) {
@@ -38,19 +40,18 @@ std::vector<std::string> VmMissing(const Findings& f) {
   return missing;
 }
 
-BackendVerdict VmBackend(const std::string& why_no_kvm, const Findings& f, bool kvm) {
-  std::vector<std::string> missing = VmMissing(f);
+BackendVerdict VmBackend(const HostView& view, const std::string& why_no_kvm, const Findings& f, bool kvm) {
+  std::vector<std::string> missing = VmMissing(view, f);
   std::string needs =
-      missing.empty() ? "" : fmt::format("; it would also need {}", fmt::join(missing, ", "));
+      missing.empty() ? "" : fmt::format("; it also needs {}", fmt::join(missing, ", "));
   if (kvm) {
     std::string state =
         why_no_kvm.empty() ? "KVM is usable here" : "KVM is not usable here: " + why_no_kvm;
     return {"vm (kvm)", "hardware virtualization: a guest kernel of its own",
-            why_no_kvm.empty() && missing.empty(), false,
-            fmt::format("{}; {}{}", kNotInBuild, state, needs)};
+            why_no_kvm.empty() && missing.empty(), true, fmt::format("{}{}", state, needs)};
   }
-  return {"vm (tcg)", "software emulation: a guest kernel of its own, slow", missing.empty(), false,
-          fmt::format("{}{}", kNotInBuild, needs)};
+  return {"vm (tcg)", "software emulation: a guest kernel of its own, slow", missing.empty(), true,
+          missing.empty() ? "runs here with --accel tcg" : fmt::format("runs with --accel tcg{}", needs)};
 }
 
 std::vector<std::string> NsMissing(const Findings& f) {
@@ -85,13 +86,10 @@ std::vector<std::string> NextSteps(const std::string& why_no_kvm, const Findings
         "Let unprivileged users have user namespaces with capabilities: sudo sysctl -w "
         "kernel.apparmor_restrict_unprivileged_userns=0 (or run smolbox as root)");
   }
+  if (!f.qemu) steps.push_back("Install QEMU for the vm backend: apt-get install qemu-system-x86");
+  if (!f.guest_artifacts) steps.push_back("Build the vm backend's guest: scripts/build-guest");
   if (why_no_kvm.empty()) {
-    steps.push_back(ns ? fmt::format("KVM is ready; {}, so run the battery on ns meanwhile: "
-                                     "smolvm-check run --sandbox smolbox:ns",
-                                     kNotInBuild)
-                       : fmt::format("KVM is ready; {}", kNotInBuild));
-    if (!f.qemu)
-      steps.push_back("Install QEMU for the vm backend: apt-get install qemu-system-x86");
+    steps.push_back("KVM is ready: smolvm-check run --sandbox smolbox:vm");
     return steps;
   }
   if (f.kvm_is_device && !f.kvm_accessible && !f.cpu_virt_flag.empty()) {
@@ -105,6 +103,9 @@ std::vector<std::string> NextSteps(const std::string& why_no_kvm, const Findings
       fmt::format("Run the battery on a GitHub Actions runner with KVM: {}", kRemoteFallback));
   if (ns)
     steps.push_back("Meanwhile the ns backend runs here: smolvm-check run --sandbox smolbox:ns");
+  bool tcg = std::any_of(r.backends.begin(), r.backends.end(),
+                         [](const auto& b) { return b.name == "vm (tcg)" && b.usable(); });
+  if (tcg) steps.push_back(fmt::format("The vm backend also runs here under emulation, slowly: {}", kEmulatedBattery));
   return steps;
 }
 
@@ -113,7 +114,7 @@ std::vector<std::string> NextSteps(const std::string& why_no_kvm, const Findings
 void Conclude(const HostView& view, const Findings& found, HostReport& report) {
   std::string why_no_kvm = WhyNoKvm(view, found);
   report.hardware_isolation_usable = why_no_kvm.empty();
-  report.backends = {VmBackend(why_no_kvm, found, true), VmBackend(why_no_kvm, found, false),
+  report.backends = {VmBackend(view, why_no_kvm, found, true), VmBackend(view, why_no_kvm, found, false),
                      NsBackend(view, found, false), NsBackend(view, found, true)};
   std::vector<std::string> usable;
   for (const auto& b : report.backends) {

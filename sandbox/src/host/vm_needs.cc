@@ -22,8 +22,8 @@ namespace smolbox::host {
 namespace {
 
 constexpr const char* kQemu = "qemu-system-x86_64";
-// The names scripts/build-guest will give its outputs.
-constexpr const char* kArtifacts[] = {"vmlinux", "initramfs", "rootfs.erofs"};
+// The names scripts/build-guest gives its outputs.
+constexpr const char* kArtifacts[] = {"vmlinux", "initramfs.cpio", "rootfs.erofs"};
 
 std::string FindOnPath(const std::string& path, const std::string& program) {
   std::istringstream dirs(path);
@@ -113,7 +113,7 @@ Check ArtifactsCheck(const ProbeOptions& options, Findings& found) {
       options.guest_dir.empty() ? "no guest directory (HOME unset)" : options.guest_dir;
   return Warn(
       name, fmt::format("guest artifacts not built: no {} in {}", fmt::join(missing, ", "), where),
-      "scripts/build-guest comes with the vm backend");
+      "build them: scripts/build-guest");
 }
 
 }  // namespace
