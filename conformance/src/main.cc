@@ -116,7 +116,7 @@ int Run(const RunFlags& flags) {
 void AddRunCommand(CLI::App& app, RunFlags& flags, int& exit_code) {
   CLI::App* run = app.add_subcommand("run", "Run the adversarial battery against a sandbox");
   run->add_option("--sandbox", flags.sandbox,
-                  "smolbox:ns, smolbox:auto, smolbox:vm, null, a profile name or a profile path")
+                  "smolbox:ns, smolbox:auto, smolbox:vm, smolbox:vm-tcg, null, a profile name or a profile path")
       ->capture_default_str();
   run->add_option("--filter", flags.filter, "Only cases whose id matches this glob")->capture_default_str();
   run->add_option("--category", flags.category, "Only cases of this category");

@@ -21,7 +21,8 @@ using nlohmann::json;
 
 const std::vector<std::string> kMultiWord = {"argv...", "mounts...", "env...", "limits...",
                                              "stdin..."};
-const std::vector<std::string> kSmolboxBackends = {"ns", "auto", "vm"};
+// smolbox:vm-tcg is the vm backend on QEMU's emulation, for hosts without KVM.
+const std::vector<std::string> kSmolboxBackends = {"ns", "auto", "vm", "vm-tcg"};
 
 bool Contains(const std::vector<std::string>& list, const std::string& item) {
   return std::find(list.begin(), list.end(), item) != list.end();
@@ -619,10 +620,12 @@ Expected<Profile> LoadProfile(const std::string& sandbox, const std::string& pro
     if (!Contains(kSmolboxBackends, backend)) {
       return std::unexpected(
           Error::Field(fmt::format("sandbox {}", sandbox),
-                       fmt::format("unknown smolbox backend {:?} (ns, auto or vm)", backend)));
+                       fmt::format("unknown smolbox backend {:?} (ns, auto, vm or vm-tcg)", backend)));
     }
+    bool tcg = backend == "vm-tcg";
     profile = LoadProfileFile(dir + "/smolbox.json", sandbox,
-                              {{"backend", backend}, {"smolbox", SmolboxBinary()}});
+                              {{"backend", tcg ? "vm" : backend}, {"accel", tcg ? "tcg" : "auto"},
+                               {"smolbox", SmolboxBinary()}});
   } else if (sandbox.find('/') != std::string::npos) {
     profile = LoadProfileFile(sandbox, sandbox, {});
   } else if (IsProfileName(sandbox)) {

@@ -178,7 +178,7 @@ TEST(LoadProfile, rejects_an_unknown_smolbox_backend) {
   auto profile = LoadProfile("smolbox:kvm", kProfiles);
   ASSERT_FALSE(profile);
   EXPECT_EQ(profile.error().ToString(),
-            "sandbox smolbox:kvm: unknown smolbox backend \"kvm\" (ns, auto or vm)");
+            "sandbox smolbox:kvm: unknown smolbox backend \"kvm\" (ns, auto, vm or vm-tcg)");
 }
 
 TEST(LoadProfile, loads_bwrap_and_runsc_where_they_are_installed) {
@@ -389,7 +389,7 @@ TEST(RenderCommand, renders_a_case_for_smolbox_ns_with_only_the_limits_it_sets) 
   auto profile = LoadProfile("smolbox:ns", kProfiles);
   ASSERT_TRUE(profile) << profile.error().ToString();
   EXPECT_EQ(Line(*profile),
-            "/bin/true run --json --backend ns"
+            "/bin/true run --json --backend ns --accel auto"
             " --cpus 0.5 --output-limit 65536B --timeout 2500ms"
             " --stdin /dev/stdin"
             " -v /cat:/payload:ro -v /host/case/in:/in:ro -v /host/case/out:/out:rw"
@@ -409,10 +409,18 @@ TEST(RenderCommand, renders_every_smolbox_limit_flag_in_units_smolbox_accepts) {
   c.limits = {{"timeout_ms", 1000}, {"cpu_ms", 500},     {"memory_mib", 64},     {"cpus", 1250},
               {"pids", 10},         {"storage_mib", 16}, {"output_bytes", 4096}, {"files", 64}};
   EXPECT_EQ(Line(*profile, c),
-            "/bin/true run --json --backend auto"
+            "/bin/true run --json --backend auto --accel auto"
             " --cpu-time 500ms --cpus 1.25 --files 64 --mem 64M --output-limit 4096B --pids 10"
             " --storage 16M --timeout 1000ms"
             " -v /cat:/payload:ro -w /work -- /usr/bin/python3 -u /payload/python/csv.py MARK");
+}
+
+TEST(RenderCommand, runs_smolbox_vm_tcg_as_the_vm_backend_on_emulation) {
+  ScopedEnv smolbox("SMOLBOX", "/bin/true");
+  auto profile = LoadProfile("smolbox:vm-tcg", kProfiles);
+  ASSERT_TRUE(profile) << profile.error().ToString();
+  EXPECT_EQ(profile->name, "smolbox:vm-tcg");
+  EXPECT_TRUE(Line(*profile).starts_with("/bin/true run --json --backend vm --accel tcg ")) << Line(*profile);
 }
 
 TEST(RenderCommand, renders_a_case_for_null_on_host_paths) {
