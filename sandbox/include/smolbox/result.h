@@ -33,7 +33,8 @@ struct Usage {
 };
 
 struct Timings {
-  int64_t setup_ms = 0;
+  int64_t setup_ms = 0;  // everything before the workload starts, boot included
+  int64_t boot_ms = 0;   // vm: QEMU started to the agent ready; 0 for ns
   int64_t run_ms = 0;
   int64_t teardown_ms = 0;
 };

@@ -110,6 +110,7 @@ nlohmann::json ToJson(const RunResult& r) {
       {"limits_hit", strings(r.limits_hit)},
       {"timings",
        {{"setup_ms", r.timings.setup_ms},
+        {"boot_ms", r.timings.boot_ms},
         {"run_ms", r.timings.run_ms},
         {"teardown_ms", r.timings.teardown_ms}}},
       {"backend", ToValidUtf8(r.backend)},

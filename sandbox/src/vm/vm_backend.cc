@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <filesystem>
 #include <optional>
 #include <thread>
 
@@ -50,6 +51,7 @@ constexpr int64_t kSetupTimeoutMs = 30000;
 constexpr int64_t kBackstopGraceTcgMs = 10000;
 constexpr int64_t kBackstopGraceKvmMs = 3000;
 constexpr int64_t kPowerOffWaitMs = 3000;
+constexpr size_t kKeptConsoleLogs = 20;
 constexpr const char* kDefaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 
 int64_t MsSince(Clock::time_point start) {
@@ -72,6 +74,7 @@ struct Vm {
   gid_t host_gid = 0;
   uid_t guest_uid = 0;  // the workload's in the guest, and QEMU's inside its user namespace
   gid_t guest_gid = 0;
+  int64_t jail_ms = 0;  // starting the jailed QEMU, the first part of the boot
 
   ~Vm() {
     if (qemu.pidfd.valid()) syscall(SYS_pidfd_send_signal, qemu.pidfd.get(), SIGKILL, nullptr, 0);
@@ -105,11 +108,27 @@ int VcpusFor(const RunSpec& spec) {
   return std::clamp(wanted, 1, host);
 }
 
+// Console logs are kept only for VMs that failed to boot, and only the newest of those.
+void PruneConsoleLogs(const std::string& logs) {
+  std::vector<std::filesystem::directory_entry> entries;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(logs, ec)) {
+    if (entry.is_regular_file(ec) && entry.path().extension() == ".log") entries.push_back(entry);
+  }
+  if (entries.size() < kKeptConsoleLogs) return;
+  std::sort(entries.begin(), entries.end(), [](const auto& a, const auto& b) {
+    std::error_code e;
+    return a.last_write_time(e) < b.last_write_time(e);
+  });
+  for (size_t i = 0; i + kKeptConsoleLogs <= entries.size(); ++i) std::filesystem::remove(entries[i].path(), ec);
+}
+
 Expected<void> OpenConsole(Vm& vm) {
   auto root = ns::StateRoot();
   if (!root) return std::unexpected(root.error());
   std::string logs = *root + "/logs";
   if (mkdir(logs.c_str(), 0700) != 0 && errno != EEXIST) return std::unexpected(Error::Sys("mkdir " + logs));
+  PruneConsoleLogs(logs);
   vm.console_path = fmt::format("{}/{}.console.log", logs, vm.dir->id());
   vm.console.Reset(open(vm.console_path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
   if (!vm.console.valid()) return std::unexpected(Error::Sys("create " + vm.console_path));
@@ -188,10 +207,13 @@ GuestSetup MakeGuestSetup(const RunSpec& spec, const Vm& vm) {
   return setup;
 }
 
-Expected<void> BootAndSetUp(const RunSpec& spec, Vm& vm) {
+Expected<void> BootAndSetUp(const RunSpec& spec, Vm& vm, RunResult& result) {
+  auto boot_start = Clock::now();
   int64_t boot_ms = vm.accel == Accel::kKvm ? kBootTimeoutKvmMs : kBootTimeoutTcgMs;
   auto ready = AwaitGuest(vm, boot_ms, "boot");
   if (!ready) return std::unexpected(ready.error());
+  // From QEMU's start: the jail's exec is moments before this function.
+  result.timings.boot_ms = MsSince(boot_start) + vm.jail_ms;
   if (ready->Type() != "ready") return std::unexpected(Error{"boot", "unexpected message \"" + ready->Type() + "\"", 0});
   if (auto sent = channel::WriteMessage(vm.channel.get(), EncodeGuestSetup(MakeGuestSetup(spec, vm))); !sent) return sent;
   auto done = AwaitGuest(vm, kSetupTimeoutMs, "guest setup");
@@ -233,8 +255,10 @@ Expected<void> Prepare(const RunSpec& spec, Vm& vm, RunResult& result) {
   vm.storage.emplace(std::move(*storage));
   if (auto ok = ns::FillStorage(spec, vm.volumes, *vm.storage, vm.host_uid, vm.host_gid, result); !ok) return ok;
   if (auto ok = OpenConsole(vm); !ok) return ok;
+  auto qemu_start = Clock::now();
   if (auto ok = StartQemu(spec, vm, *qemu); !ok) return ok;
-  return BootAndSetUp(spec, vm);
+  vm.jail_ms = MsSince(qemu_start);
+  return BootAndSetUp(spec, vm, result);
 }
 
 ExecRequest MakeRequest(const RunSpec& spec, const Vm& vm, std::string stdin_data) {

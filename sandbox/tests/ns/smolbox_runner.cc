@@ -102,7 +102,7 @@ Invocation RunSmolbox(const std::vector<std::string>& args, const std::vector<st
 }
 
 Invocation RunJson(const std::vector<std::string>& options, const std::vector<std::string>& command) {
-  std::vector<std::string> args = {"run", "--json"};
+  std::vector<std::string> args = {"run", "--json", "--backend", "ns"};
   args.insert(args.end(), options.begin(), options.end());
   args.push_back("--");
   args.insert(args.end(), command.begin(), command.end());

@@ -69,7 +69,7 @@ TEST(ToJson, has_exactly_the_documented_keys) {
                                    "stdout_truncated", "stderr_truncated", "usage", "limits_hit",
                                    "timings", "backend", "isolation", "warnings"}));
   EXPECT_EQ(Keys(j["usage"]), (std::set<std::string>{"wall_ms", "cpu_ms", "peak_memory_bytes"}));
-  EXPECT_EQ(Keys(j["timings"]), (std::set<std::string>{"setup_ms", "run_ms", "teardown_ms"}));
+  EXPECT_EQ(Keys(j["timings"]), (std::set<std::string>{"setup_ms", "boot_ms", "run_ms", "teardown_ms"}));
 }
 
 TEST(ToJson, copies_every_value) {
@@ -79,7 +79,7 @@ TEST(ToJson, copies_every_value) {
   r.stdout_truncated = true;
   r.usage = {10, 20, 30};
   r.limits_hit = {"pids"};
-  r.timings = {1, 2, 3};
+  r.timings = {1, 4, 2, 3};
   r.backend = "ns";
   r.isolation = "namespaces";
   r.Warn("memory limit enforced by RLIMIT_AS");
@@ -91,7 +91,7 @@ TEST(ToJson, copies_every_value) {
   EXPECT_EQ(j["stdout_truncated"], true);
   EXPECT_EQ(j["stderr_truncated"], false);
   EXPECT_EQ(j["usage"], (json{{"wall_ms", 10}, {"cpu_ms", 20}, {"peak_memory_bytes", 30}}));
-  EXPECT_EQ(j["timings"], (json{{"setup_ms", 1}, {"run_ms", 2}, {"teardown_ms", 3}}));
+  EXPECT_EQ(j["timings"], (json{{"setup_ms", 1}, {"boot_ms", 4}, {"run_ms", 2}, {"teardown_ms", 3}}));
   EXPECT_EQ(j["limits_hit"], json::array({"pids"}));
   EXPECT_EQ(j["backend"], "ns");
   EXPECT_EQ(j["isolation"], "namespaces");
