@@ -320,11 +320,15 @@ TEST(HostCommand, json_has_sections_backends_verdict_and_the_exit_code) {
   EXPECT_EQ(sections, (std::vector<std::string>{"CPU", "KVM", "Virtualization", "Devices",
                                                 "Namespaces", "cgroups", "Kernel", "VM backend"}));
   std::vector<std::string> backends;
+  std::vector<std::string> sandboxes;
   for (const auto& b : j.at("backends")) {
     backends.push_back(b.at("name"));
+    sandboxes.push_back(b.at("sandbox"));
     EXPECT_EQ(b.at("usable"), b.at("host_ready").get<bool>() && b.at("in_this_build").get<bool>());
   }
   EXPECT_EQ(backends, (std::vector<std::string>{"vm (kvm)", "vm (tcg)", "ns", "ns rootless"}));
+  // What `smolvm-check run --sandbox` takes for each: scripts/kvm-battery runs exactly these.
+  EXPECT_EQ(sandboxes, (std::vector<std::string>{"smolbox:vm", "smolbox:vm-tcg", "smolbox:ns", "smolbox:ns"}));
 }
 
 TEST(HostCommand, exit_code_is_zero_where_kvm_is_usable) {

@@ -42,6 +42,7 @@ struct BackendVerdict {
   bool host_ready = false;
   bool in_this_build = false;
   std::string reason;  // why it can or cannot run here
+  std::string sandbox;  // what `smolvm-check run --sandbox` takes for it, e.g. "smolbox:vm"
   bool usable() const { return host_ready && in_this_build; }
 };
 

@@ -49,7 +49,8 @@ nlohmann::json ToJson(const HostReport& report) {
                         {"usable", b.usable()},
                         {"host_ready", b.host_ready},
                         {"in_this_build", b.in_this_build},
-                        {"reason", b.reason}});
+                        {"reason", b.reason},
+                        {"sandbox", b.sandbox}});
   }
   return {{"root", report.root.empty() ? nlohmann::json(nullptr) : nlohmann::json(report.root)},
           {"sections", sections},

@@ -48,10 +48,11 @@ BackendVerdict VmBackend(const HostView& view, const std::string& why_no_kvm, co
     std::string state =
         why_no_kvm.empty() ? "KVM is usable here" : "KVM is not usable here: " + why_no_kvm;
     return {"vm (kvm)", "hardware virtualization: a guest kernel of its own",
-            why_no_kvm.empty() && missing.empty(), true, fmt::format("{}{}", state, needs)};
+            why_no_kvm.empty() && missing.empty(), true, fmt::format("{}{}", state, needs), "smolbox:vm"};
   }
   return {"vm (tcg)", "software emulation: a guest kernel of its own, slow", missing.empty(), true,
-          missing.empty() ? "runs here with --accel tcg" : fmt::format("runs with --accel tcg{}", needs)};
+          missing.empty() ? "runs here with --accel tcg" : fmt::format("runs with --accel tcg{}", needs),
+          "smolbox:vm-tcg"};
 }
 
 std::vector<std::string> NsMissing(const Findings& f) {
@@ -73,7 +74,7 @@ BackendVerdict NsBackend(const HostView& view, const Findings& f, bool rootless)
   std::string reason = missing.empty()
                            ? (as_root ? "runs here, as root" : "runs here, without root")
                            : fmt::format("this host lacks {}", fmt::join(missing, ", "));
-  return {rootless ? "ns rootless" : "ns", isolation, missing.empty(), true, reason};
+  return {rootless ? "ns rootless" : "ns", isolation, missing.empty(), true, reason, "smolbox:ns"};
 }
 
 std::vector<std::string> NextSteps(const std::string& why_no_kvm, const Findings& f,
@@ -116,6 +117,7 @@ void Conclude(const HostView& view, const Findings& found, HostReport& report) {
   report.hardware_isolation_usable = why_no_kvm.empty();
   report.backends = {VmBackend(view, why_no_kvm, found, true), VmBackend(view, why_no_kvm, found, false),
                      NsBackend(view, found, false), NsBackend(view, found, true)};
+
   std::vector<std::string> usable;
   for (const auto& b : report.backends) {
     if (b.usable()) usable.push_back(b.name);
