@@ -95,7 +95,8 @@ int Run(const RunFlags& flags) {
   }
   auto work_root = MakeWorkRoot();
   if (!work_root) return fmt::print(stderr, "smolvm-check: {}\n", work_root.error().ToString()), kExitUsage;
-  BatteryReport report{flags.sandbox, SandboxVersion(*profile), DescribeHost(), NowIso8601(), {}};
+  BatteryReport report{flags.sandbox, SandboxVersion(*profile), DescribeHost(), NowIso8601(), {},
+                       profile->startup_allowance_ms};
   RunOptions options{flags.jobs, *work_root};
   report.cases = RunBattery(*profile, cases, catalog->directory, options, ProgressPrinter());
   std::error_code ignored;

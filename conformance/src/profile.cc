@@ -23,6 +23,8 @@ const std::vector<std::string> kMultiWord = {"argv...", "mounts...", "env...", "
                                              "stdin..."};
 // smolbox:vm-tcg is the vm backend on QEMU's emulation, for hosts without KVM.
 const std::vector<std::string> kSmolboxBackends = {"ns", "auto", "vm", "vm-tcg"};
+constexpr int64_t kTcgBootAllowanceMs = 6000;
+constexpr int64_t kMaxStartupAllowanceMs = 60000;
 
 bool Contains(const std::vector<std::string>& list, const std::string& item) {
   return std::find(list.begin(), list.end(), item) != list.end();
@@ -101,6 +103,13 @@ Expected<void> ParseEnums(const json& v, Profile& p) {
     auto flag = GetBool(v["syntax_only"], "syntax_only");
     if (!flag) return std::unexpected(flag.error());
     p.syntax_only = *flag;
+  }
+  if (v.contains("startup_allowance_ms")) {
+    const json& ms = v["startup_allowance_ms"];
+    if (!ms.is_number_unsigned() || ms.get<int64_t>() > kMaxStartupAllowanceMs) {
+      return Fail("startup_allowance_ms", fmt::format("must be a whole number of ms from 0 to {}", kMaxStartupAllowanceMs));
+    }
+    p.startup_allowance_ms = ms.get<int64_t>();
   }
   return {};
 }
@@ -329,7 +338,7 @@ Expected<void> ReadProfile(const json& doc, const std::map<std::string, std::str
   if (auto ok = CheckKeys(doc, "",
                           {"name", "description", "binary", "install", "version_command", "command",
                            "mount", "env", "stdin", "limits", "limit_args", "unsupported", "paths",
-                           "result", "syntax_only", "interpreters", "variables"});
+                           "result", "syntax_only", "interpreters", "variables", "startup_allowance_ms"});
       !ok) {
     return ok;
   }
@@ -635,6 +644,8 @@ Expected<Profile> LoadProfile(const std::string& sandbox, const std::string& pro
         Error::Field(fmt::format("sandbox {:?}", sandbox), "is neither a profile name nor a path"));
   }
   if (profile && sandbox.starts_with("smolbox:")) profile->name = sandbox;
+  // An emulated guest boots in 2-4 s, before the case's own time starts.
+  if (profile && sandbox == "smolbox:vm-tcg") profile->startup_allowance_ms = kTcgBootAllowanceMs;
   return profile;
 }
 

@@ -58,6 +58,9 @@ struct Profile {
   std::string install_hint;                      // "install"
   std::vector<std::string> stdin_args;           // "stdin"
   std::map<std::string, std::vector<std::string>> interpreters;  // lang -> words, defaults filled
+  // "startup_allowance_ms": added to every case's wall-time bound, for a sandbox that boots a
+  // kernel before the case's own time starts (smolbox:vm-tcg sets it). 0 by default.
+  int64_t startup_allowance_ms = 0;
 };
 
 // "null", "smolbox:ns", "smolbox:auto", "smolbox:vm", a name in profiles_dir, or a path.

@@ -239,8 +239,13 @@ std::string MdCell(const std::string& text) {
 }
 
 std::string SandboxTitle(const BatteryReport& report) {
-  if (report.sandbox_version.empty()) return report.sandbox;
-  return fmt::format("{} ({})", report.sandbox, OneLine(report.sandbox_version));
+  std::string title = report.sandbox_version.empty()
+                          ? report.sandbox
+                          : fmt::format("{} ({})", report.sandbox, OneLine(report.sandbox_version));
+  if (report.startup_allowance_ms > 0) {
+    title += fmt::format(", wall-time bounds include a {} ms startup allowance", report.startup_allowance_ms);
+  }
+  return title;
 }
 
 std::string HostLine(const json& host) {
@@ -358,6 +363,7 @@ json ToJson(const BatteryReport& report) {
               {"sandbox_version", smolbox::ToValidUtf8(report.sandbox_version)},
               {"host", report.host.is_null() ? json::object() : report.host},
               {"started", report.started},
+              {"startup_allowance_ms", report.startup_allowance_ms},
               {"cases", cases},
               {"summary", SummaryJson(report)}};
 }

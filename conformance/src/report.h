@@ -30,6 +30,7 @@ struct BatteryReport {
   nlohmann::json host;  // kernel, cpus, memory, user
   std::string started;  // ISO 8601, UTC
   std::vector<CaseReport> cases;
+  int64_t startup_allowance_ms = 0;  // the profile's, added to every wall-time bound
 };
 
 nlohmann::json ToJson(const BatteryReport& report);

@@ -33,6 +33,13 @@ std::string RandomMarker() {
   return fmt::format("smolvm-check-marker-{:08x}{:08x}", rd(), rd());
 }
 
+// The case as judged under this profile: its wall-time bound covers the profile's startup.
+Case WithStartupAllowance(const Case& c, const Profile& profile) {
+  Case judged = c;
+  if (judged.expect.max_wall_ms > 0) judged.expect.max_wall_ms += profile.startup_allowance_ms;
+  return judged;
+}
+
 int64_t NetBoundMs(const Case& c) {
   int64_t allowed = std::max(c.expect.max_wall_ms, c.Limit("timeout_ms"));
   return allowed * 2 + kNetSlackMs;
@@ -187,7 +194,7 @@ Launch MakeLaunch(const Case& c, const Profile& profile, std::vector<std::string
   launch.inherited_fds = canaries.inherited_fds();
   launch.stdin_data = c.stdin_data.value_or("");
   launch.cwd = dir.Workdir();
-  launch.kill_after_ms = NetBoundMs(c);
+  launch.kill_after_ms = NetBoundMs(WithStartupAllowance(c, profile));
   int64_t cap = std::min<int64_t>(c.Limit("output_bytes") * 4 + (1 << 20), 64 << 20);
   launch.capture_bytes = static_cast<size_t>(cap);
   return launch;
@@ -266,7 +273,7 @@ CaseReport RunCase(const Profile& profile, const Case& c, const std::string& pay
   }
   Evidence evidence = Observe(c, profile, payload_dir, *dir, report);
   if (report.verdict == Verdict::kSkip) return report;
-  Judgement judgement = Judge(c, evidence);
+  Judgement judgement = Judge(WithStartupAllowance(c, profile), evidence);
   report.verdict = judgement.verdict;
   report.reason = judgement.reason;
   report.status = evidence.status;

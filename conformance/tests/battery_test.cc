@@ -82,6 +82,15 @@ TEST(Battery, every_case_passes_on_the_smolbox_namespace_sandbox) {
   std::filesystem::remove_all(dir);
 }
 
+// One microVM per case, under QEMU's emulation: the same battery, a guest kernel per case.
+TEST(Battery, every_case_passes_on_the_smolbox_vm_sandbox_under_emulation) {
+  auto run = RunCheck({"run", "--sandbox", "smolbox:vm-tcg", "-j", "2", "--json"});
+  ASSERT_TRUE(run.report.is_object()) << run.err;
+  EXPECT_EQ(run.exit_code, 0) << Failures(run.report);
+  EXPECT_GE(run.report["summary"]["total"].get<int>(), 72);
+  EXPECT_EQ(run.report["summary"]["pass"], run.report["summary"]["total"]) << Failures(run.report);
+}
+
 TEST(Battery, every_adversarial_case_fails_and_every_functional_case_passes_without_isolation) {
   auto run = RunCheck({"run", "--sandbox", "null", "-j", "2", "--json"});
   ASSERT_TRUE(run.report.is_object()) << run.err;

@@ -283,6 +283,22 @@ TEST(ParseProfile, rejects_wrong_types_and_values) {
   p = GoodProfile();
   p["command"] = "sbx {argv...}";
   EXPECT_EQ(ParseError(p), "profile x: command: must be an array of strings");
+  for (json bad : {json(-1), json(60001), json("5s")}) {
+    p = GoodProfile();
+    p["startup_allowance_ms"] = bad;
+    EXPECT_EQ(ParseError(p), "profile x: startup_allowance_ms: must be a whole number of ms from 0 to 60000") << bad;
+  }
+}
+
+TEST(ParseProfile, a_booting_sandbox_declares_its_startup_allowance) {
+  json p = GoodProfile();
+  p["startup_allowance_ms"] = 1500;
+  auto parsed = ParseProfile(p.dump(), "test.json");
+  ASSERT_TRUE(parsed) << parsed.error().ToString();
+  EXPECT_EQ(parsed->startup_allowance_ms, 1500);
+  ScopedEnv smolbox("SMOLBOX", "/bin/true");
+  EXPECT_EQ(LoadProfile("smolbox:vm-tcg", kProfiles)->startup_allowance_ms, 6000);
+  EXPECT_EQ(LoadProfile("smolbox:vm", kProfiles)->startup_allowance_ms, 0);
 }
 
 TEST(ParseProfile, names_malformed_json_by_its_origin) {

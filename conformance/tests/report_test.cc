@@ -90,6 +90,7 @@ TEST(ToJson, carries_the_run_and_every_field_of_each_case) {
   EXPECT_EQ(j["sandbox"], "bwrap");
   EXPECT_EQ(j["sandbox_version"], "bubblewrap 0.8.0");
   EXPECT_EQ(j["started"], "2025-01-02T03:04:05Z");
+  EXPECT_EQ(j["startup_allowance_ms"], 0);
   EXPECT_EQ(j["host"]["cpus"], 2);
   ASSERT_EQ(j["cases"].size(), 5u);
   const json& c = j["cases"][1];
