@@ -80,12 +80,15 @@ TEST(QemuArgv, tcg_gets_cpu_max_and_the_tsc_frequency_kvm_gets_the_host_cpu) {
   auto argv = QemuArgv(Qemu{"qemu", 7, 2}, tcg);
   EXPECT_EQ(Values(argv, "-cpu"), std::vector<std::string>{"max"});
   EXPECT_NE(KernelCommandLine(tcg).find("tsc_early_khz=2596136"), std::string::npos);
+  EXPECT_NE(KernelCommandLine(tcg).find("mitigations=off"), std::string::npos);
   VmConfig kvm = tcg;
   kvm.accel = Accel::kKvm;
   argv = QemuArgv(Qemu{"qemu", 7, 2}, kvm);
   EXPECT_EQ(Values(argv, "-accel"), std::vector<std::string>{"kvm"});
   EXPECT_EQ(Values(argv, "-cpu"), std::vector<std::string>{"host"});
   EXPECT_EQ(KernelCommandLine(kvm).find("tsc_early_khz"), std::string::npos);
+  // A real CPU speculates: under KVM the guest keeps its mitigations.
+  EXPECT_EQ(KernelCommandLine(kvm).find("mitigations=off"), std::string::npos);
 }
 
 TEST(ParseQemuVersion, reads_major_and_minor_and_rejects_anything_else) {
