@@ -91,6 +91,12 @@ TEST(VmHello, node_runs_on_a_kernel_booted_for_this_run) {
   EXPECT_NE(again.result.value("stdout", ""), guest_boot) << "two runs shared one guest kernel";
 }
 
+TEST(VmHello, user_root_is_uid_0_in_the_guest_without_capabilities_and_can_write_its_storage) {
+  auto run = RunVm({"--user", "root"}, {"/bin/sh", "-c", "id -u; echo x > /tmp/r && cat /tmp/r; grep CapEff /proc/self/status"});
+  ASSERT_EQ(run.result["status"], "exited") << run.out << run.err;
+  EXPECT_EQ(run.result["stdout"], "0\nx\nCapEff:\t0000000000000000\n");
+}
+
 TEST(VmLimits, a_python_while_true_ends_as_timeout_within_a_few_seconds) {
   auto run = RunVm({"--timeout", "1s"}, {kPython, "-c", "while True: pass"});
   EXPECT_EQ(run.result["status"], "timeout") << run.out << run.err;
@@ -120,6 +126,17 @@ TEST(VmLimits, a_disk_bomb_stops_at_the_storage_quota) {
   int64_t written = std::stoll(run.result["stdout"].get<std::string>());
   EXPECT_LE(written, 32LL << 20);
   EXPECT_NE(run.result["limits_hit"].dump().find("storage"), std::string::npos) << run.result["limits_hit"];
+}
+
+TEST(VmLimits, a_fraction_of_a_cpu_is_a_quota_inside_the_guest) {
+  auto run = RunVm({"--cpus", "0.5", "--timeout", "20s"},
+                   {kPython, "-c", "import time\nend = time.time() + 2\nwhile time.time() < end: pass"});
+  ASSERT_EQ(run.result["status"], "exited") << run.out << run.err;
+  // Busy from start to end (Python's emulated start-up included): about half of the wall time.
+  int64_t cpu = run.result["usage"]["cpu_ms"];
+  int64_t wall = run.result["usage"]["wall_ms"];
+  EXPECT_GT(cpu, wall * 3 / 10) << cpu << " ms of CPU in " << wall << " ms";
+  EXPECT_LT(cpu, wall * 7 / 10) << cpu << " ms of CPU in " << wall << " ms under --cpus 0.5";
 }
 
 TEST(VmLimits, output_past_the_cap_is_cut_and_reported) {
