@@ -54,6 +54,14 @@ void Walk(const std::string& dir, Visit visit) {
 
 }  // namespace
 
+Expected<std::string> MakeWorkRoot() {
+  char templ[] = "/tmp/smolvm-check-XXXXXX";
+  if (!mkdtemp(templ)) return std::unexpected(Error::Sys("mkdtemp /tmp/smolvm-check-XXXXXX"));
+  // Sandboxes that run as another uid must reach their mounts below it.
+  chmod(templ, 0755);
+  return std::string(templ);
+}
+
 Expected<CaseDir> CaseDir::Create(const std::string& work_root, const Case& c) {
   std::string root = fmt::format("{}/{}-{}", work_root, c.id, RandomSuffix());
   std::error_code ec;

@@ -33,4 +33,7 @@ std::map<std::string, std::string> Snapshot(const std::string& dir);
 // The contents of the regular files below dir, keyed "prefix/relative/path"; each capped.
 std::map<std::string, std::string> ReadOutputs(const std::string& dir, const std::string& prefix);
 
+// A fresh directory under /tmp for one invocation's case directories, open to every uid.
+Expected<std::string> MakeWorkRoot();
+
 }  // namespace smolvm_check

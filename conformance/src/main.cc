@@ -1,6 +1,7 @@
 // smolvm-check: verifies what a sandbox really holds.
 //
 //   smolvm-check run [--sandbox S] [--filter GLOB] [--category C] [-j N] [--report-dir DIR] [--json]
+//   smolvm-check host | remote github | bench   (host_command.h, remote_command.h, bench_command.h)
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -13,6 +14,8 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include "bench_command.h"
+#include "case_dir.h"
 #include "catalog.h"
 #include "host_command.h"
 #include "launcher.h"
@@ -39,12 +42,6 @@ struct RunFlags {
   std::string profiles = std::string(SMOLVM_CHECK_SOURCE_DIR) + "/conformance/profiles";
 };
 
-std::string NowIso8601() {
-  std::time_t now = std::time(nullptr);
-  char text[32];
-  std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
-  return text;
-}
 
 // One line, rewritten in place on a terminal; a line per finished case otherwise.
 std::function<void(const Progress&)> ProgressPrinter() {
@@ -75,13 +72,6 @@ std::string SandboxVersion(const Profile& profile) {
   return text.substr(0, text.find('\n'));
 }
 
-Expected<std::string> MakeWorkRoot() {
-  char templ[] = "/tmp/smolvm-check-XXXXXX";
-  if (!mkdtemp(templ)) return std::unexpected(Error::Sys("mkdtemp /tmp/smolvm-check-XXXXXX"));
-  // Sandboxes that run as another uid must reach their mounts below it.
-  chmod(templ, 0755);
-  return std::string(templ);
-}
 
 int Run(const RunFlags& flags) {
   auto catalog = LoadCatalog(flags.catalog);
@@ -141,6 +131,7 @@ int main(int argc, char** argv) {
   smolvm_check::AddRunCommand(app, flags, exit_code);
   smolvm_check::AddHostCommand(app, exit_code);
   smolvm_check::AddRemoteCommand(app, exit_code);
+  smolvm_check::AddBenchCommand(app, exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::Success& e) {

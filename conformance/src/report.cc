@@ -1,5 +1,7 @@
 #include "report.h"
 
+#include <ctime>
+
 #include <fmt/format.h>
 #include <pwd.h>
 #include <sys/sysinfo.h>
@@ -355,6 +357,13 @@ std::string OsName() {
 }
 
 }  // namespace
+
+std::string NowIso8601() {
+  std::time_t now = std::time(nullptr);
+  char text[32];
+  std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
+  return text;
+}
 
 json ToJson(const BatteryReport& report) {
   json cases = json::array();

@@ -41,5 +41,7 @@ void PrintTable(const BatteryReport& report, std::ostream& out, bool color);
 // report.json, junit.xml and report.md into dir (created if missing).
 smolbox::Expected<void> WriteReports(const BatteryReport& report, const std::string& dir);
 nlohmann::json DescribeHost();
+// Now, as ISO 8601 in UTC: "2026-11-30T15:04:05Z".
+std::string NowIso8601();
 
 }  // namespace smolvm_check

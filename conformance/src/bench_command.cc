@@ -1,0 +1,115 @@
+#include "bench_command.h"
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <iostream>
+#include <memory>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "bench.h"
+#include "case_dir.h"
+#include "report.h"
+#include "smolbox/host.h"
+
+namespace smolvm_check {
+namespace {
+
+struct BenchFlags {
+  std::vector<std::string> sandboxes;
+  std::string lang = "python";
+  int runs = 10;
+  bool no_transform = false;
+  std::string report_dir;
+  bool json = false;
+  std::string catalog = std::string(SMOLVM_CHECK_SOURCE_DIR) + "/adversarial/catalog.json";
+  std::string profiles = std::string(SMOLVM_CHECK_SOURCE_DIR) + "/conformance/profiles";
+};
+
+bool OnPath(const std::string& program) {
+  const char* path = std::getenv("PATH");
+  std::istringstream dirs(path != nullptr ? path : "/usr/bin:/bin");
+  for (std::string dir; std::getline(dirs, dir, ':');) {
+    if (!dir.empty() && access((dir + "/" + program).c_str(), X_OK) == 0) return true;
+  }
+  return false;
+}
+
+// The baseline, then every smolbox backend the host probe calls usable, then installed peers.
+std::vector<std::string> DefaultSandboxes() {
+  std::vector<std::string> sandboxes = {"null"};
+  const char* path = std::getenv("PATH");
+  auto host = smolbox::host::ProbeHost({"", path != nullptr ? path : "", ""});
+  bool kvm = false;
+  if (host) {
+    for (const auto& b : host->backends) kvm |= b.usable() && b.sandbox == "smolbox:vm";
+    for (const auto& b : host->backends) {
+      if (!b.usable() || (kvm && b.sandbox == "smolbox:vm-tcg")) continue;
+      if (std::find(sandboxes.begin(), sandboxes.end(), b.sandbox) == sandboxes.end()) sandboxes.push_back(b.sandbox);
+    }
+  } else {
+    sandboxes.push_back("smolbox:ns");
+  }
+  for (const char* peer : {"bwrap", "runsc"}) {
+    if (OnPath(peer)) sandboxes.push_back(peer);
+  }
+  return sandboxes;
+}
+
+int RunBenchCommand(const BenchFlags& flags) {
+  auto catalog = LoadCatalog(flags.catalog);
+  if (!catalog) return fmt::print(stderr, "smolvm-check: {}\n", catalog.error().ToString()), 2;
+  auto workloads = BenchWorkloads(*catalog, flags.lang, !flags.no_transform);
+  if (!workloads) return fmt::print(stderr, "smolvm-check: {}\n", workloads.error().ToString()), 2;
+  BenchPlan plan{flags.sandboxes.empty() ? DefaultSandboxes() : flags.sandboxes, std::move(*workloads), flags.runs};
+  std::vector<Profile> profiles;
+  for (const auto& sandbox : plan.sandboxes) {
+    auto profile = LoadProfile(sandbox, flags.profiles);
+    if (!profile) return fmt::print(stderr, "smolvm-check: {}\n", profile.error().ToString()), 2;
+    if (profile->syntax_only) {
+      return fmt::print(stderr, "smolvm-check: --sandbox {}: validated for syntax only here; it cannot be timed\n", sandbox), 2;
+    }
+    profiles.push_back(std::move(*profile));
+  }
+  auto work_root = MakeWorkRoot();
+  if (!work_root) return fmt::print(stderr, "smolvm-check: {}\n", work_root.error().ToString()), 2;
+  std::string started = NowIso8601();
+  BenchReport report = RunBench(plan, profiles, catalog->directory, *work_root,
+                                [](const std::string& line) { fmt::print(stderr, "{}\n", line); });
+  report.host = DescribeHost();
+  report.started = started;
+  std::error_code ignored;
+  std::filesystem::remove_all(*work_root, ignored);
+  if (!flags.report_dir.empty()) {
+    if (auto ok = WriteBenchReports(report, flags.report_dir); !ok) {
+      return fmt::print(stderr, "smolvm-check: --report-dir: {}\n", ok.error().ToString()), 2;
+    }
+  }
+  if (flags.json) fmt::print("{}\n", ToJson(report).dump(2));
+  else fmt::print("{}", ToMarkdown(report));
+  bool any_failed = std::any_of(report.rows.begin(), report.rows.end(), [](const BenchRow& r) { return !r.failures.empty(); });
+  return any_failed ? 1 : 0;
+}
+
+}  // namespace
+
+void AddBenchCommand(CLI::App& app, int& exit_code) {
+  CLI::App* bench = app.add_subcommand(
+      "bench", "Time cold sandbox starts and a 10 MB CSV-to-JSON transform, side by side, interleaved");
+  auto flags = std::make_shared<BenchFlags>();
+  bench->add_option("--sandbox", flags->sandboxes,
+                    "Repeatable; the first is the baseline (default: null, the smolbox backends this "
+                    "host runs, bwrap and runsc where installed)");
+  bench->add_option("--lang", flags->lang, "python or js")->check(CLI::IsMember({"python", "js"}))->capture_default_str();
+  bench->add_option("--runs", flags->runs, "Runs per row")->check(CLI::Range(1, 1000))->capture_default_str();
+  bench->add_flag("--no-transform", flags->no_transform, "Only the hello workload");
+  bench->add_option("--report-dir", flags->report_dir, "Write bench.json, bench.md and bench.svg here");
+  bench->add_flag("--json", flags->json, "Print bench.json instead of the table");
+  bench->add_option("--catalog", flags->catalog, "The battery's catalog.json")->capture_default_str();
+  bench->add_option("--profiles", flags->profiles, "Directory of sandbox profiles")->capture_default_str();
+  bench->callback([flags, &exit_code] { exit_code = RunBenchCommand(*flags); });
+}
+
+}  // namespace smolvm_check

@@ -1,0 +1,116 @@
+// smolvm-check bench: its statistics and reports, and real runs on the bare interpreter and
+// smolbox's namespace sandbox.
+#include "bench.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "check_runner.h"
+
+namespace smolvm_check {
+namespace {
+
+const std::string kCatalog = std::string(SMOLVM_CHECK_SOURCE_DIR) + "/adversarial/catalog.json";
+
+TEST(Percentile, takes_the_nearest_rank) {
+  std::vector<int64_t> tens = {100, 10, 90, 20, 80, 30, 70, 40, 60, 50};
+  EXPECT_EQ(Percentile(tens, 50), 50);
+  EXPECT_EQ(Percentile(tens, 90), 90);
+  EXPECT_EQ(Percentile(tens, 100), 100);
+  EXPECT_EQ(Percentile({7}, 90), 7);
+  EXPECT_EQ(Percentile({}, 50), 0);
+}
+
+BenchReport Sample() {
+  BenchReport r;
+  r.runs = 3;
+  r.baseline = "null";
+  r.started = "2026-11-30T12:00:00Z";
+  r.rows = {{"null", "python hello", {20, 18, 22}, {}, 0, 0, 0, 0},
+            {"smolbox:ns", "python hello", {40, 44, 36}, {}, 0, 0, 0, 0},
+            {"bwrap", "python hello", {}, {"run 1: fail status timeout"}, 0, 0, 0, 0}};
+  Summarize(r);
+  return r;
+}
+
+TEST(Summarize, gives_percentiles_and_the_ratio_to_the_baseline_of_the_same_workload) {
+  BenchReport r = Sample();
+  EXPECT_EQ(r.rows[0].p50, 20);
+  EXPECT_DOUBLE_EQ(r.rows[0].ratio, 1.0);
+  EXPECT_EQ(r.rows[1].p50, 40);
+  EXPECT_EQ(r.rows[1].p90, 44);
+  EXPECT_EQ(r.rows[1].max, 44);
+  EXPECT_DOUBLE_EQ(r.rows[1].ratio, 2.0);
+  EXPECT_EQ(r.rows[2].ratio, 0) << "no passing run, no ratio";
+}
+
+TEST(BenchReports, render_the_table_the_chart_and_the_failures) {
+  BenchReport r = Sample();
+  std::string md = ToMarkdown(r);
+  EXPECT_NE(md.find("| python hello | smolbox:ns | 40 | 44 | 44 | 2.00x | 0 |"), std::string::npos) << md;
+  EXPECT_NE(md.find("| python hello | bwrap | - | - | - | - | 1 |"), std::string::npos) << md;
+  EXPECT_NE(md.find("run 1: fail status timeout"), std::string::npos) << md;
+  std::string svg = ToSvg(r);
+  EXPECT_TRUE(svg.starts_with("<svg xmlns=\"http://www.w3.org/2000/svg\"")) << svg;
+  EXPECT_EQ(std::count(svg.begin(), svg.end(), '\n') > 3, true);
+  size_t rects = 0;
+  for (size_t at = svg.find("<rect"); at != std::string::npos; at = svg.find("<rect", at + 1)) ++rects;
+  EXPECT_EQ(rects, 2u) << "a bar for each row with a passing run";
+  EXPECT_NE(svg.find("no passing run"), std::string::npos);
+  auto j = ToJson(r);
+  EXPECT_EQ(j["rows"][1]["samples_ms"], (std::vector<int64_t>{40, 44, 36}));
+  EXPECT_EQ(j["rows"][1]["ratio_to_baseline"], 2.0);
+}
+
+TEST(BenchWorkloads, the_transform_converts_10_mb_of_csv) {
+  auto catalog = LoadCatalog(kCatalog);
+  ASSERT_TRUE(catalog) << catalog.error().ToString();
+  auto workloads = BenchWorkloads(*catalog, "python", true);
+  ASSERT_TRUE(workloads) << workloads.error().ToString();
+  ASSERT_EQ(workloads->size(), 2u);
+  const Case& transform = (*workloads)[1].c;
+  size_t csv = 0;
+  for (const auto& m : transform.mounts) {
+    if (m.files.contains("data.csv")) csv = m.files.at("data.csv").size();
+  }
+  EXPECT_GE(csv, 10u << 20);
+  ASSERT_EQ(transform.expect.stdout_contains.size(), 1u);
+  EXPECT_TRUE(transform.expect.stdout_contains[0].starts_with("CONVERTED ")) << transform.expect.stdout_contains[0];
+  auto js = BenchWorkloads(*catalog, "js", true);
+  ASSERT_TRUE(js);
+  EXPECT_EQ(js->size(), 1u) << "the transform is Python's";
+}
+
+TEST(BenchCommand, times_the_bare_interpreter_and_the_namespace_sandbox_side_by_side) {
+  std::string dir = "/tmp/smolvm-check-bench-test";
+  std::filesystem::remove_all(dir);
+  auto run = RunCheck({"bench", "--sandbox", "null", "--sandbox", "smolbox:ns", "--runs", "3", "--json",
+                       "--report-dir", dir});
+  ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
+  ASSERT_TRUE(run.report.is_object()) << run.out;
+  EXPECT_EQ(run.report["baseline"], "null");
+  ASSERT_EQ(run.report["rows"].size(), 4u) << "python hello and the transform, on two sandboxes";
+  for (const auto& row : run.report["rows"]) {
+    EXPECT_EQ(row["samples_ms"].size(), 3u) << row.dump();
+    EXPECT_GT(row["p50_ms"].get<int64_t>(), 0);
+  }
+  EXPECT_EQ(run.report["rows"][0]["ratio_to_baseline"], 1.0);
+  EXPECT_GE(run.report["rows"][1]["ratio_to_baseline"].get<double>(), 1.0) << "a sandbox cannot beat no sandbox";
+  for (const char* file : {"bench.json", "bench.md", "bench.svg"}) {
+    EXPECT_TRUE(std::filesystem::exists(dir + "/" + file)) << file;
+  }
+  std::filesystem::remove_all(dir);
+}
+
+TEST(BenchCommand, a_sandbox_it_cannot_run_is_bad_input) {
+  auto docker = RunCheck({"bench", "--sandbox", "null", "--sandbox", "docker", "--runs", "1", "--no-transform"});
+  EXPECT_EQ(docker.exit_code, 2);
+  EXPECT_NE(docker.err.find("--sandbox docker: validated for syntax only here"), std::string::npos) << docker.err;
+  auto unknown = RunCheck({"bench", "--sandbox", "smolbox:qemu", "--runs", "1"});
+  EXPECT_EQ(unknown.exit_code, 2);
+  EXPECT_NE(unknown.err.find("unknown smolbox backend"), std::string::npos) << unknown.err;
+}
+
+}  // namespace
+}  // namespace smolvm_check
