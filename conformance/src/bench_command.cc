@@ -5,12 +5,12 @@
 #include <filesystem>
 #include <iostream>
 #include <memory>
-#include <sstream>
 
 #include <fmt/format.h>
 
 #include "bench.h"
 #include "case_dir.h"
+#include "program.h"
 #include "report.h"
 #include "smolbox/host.h"
 
@@ -28,15 +28,6 @@ struct BenchFlags {
   std::string profiles = std::string(SMOLVM_CHECK_SOURCE_DIR) + "/conformance/profiles";
 };
 
-bool OnPath(const std::string& program) {
-  const char* path = std::getenv("PATH");
-  std::istringstream dirs(path != nullptr ? path : "/usr/bin:/bin");
-  for (std::string dir; std::getline(dirs, dir, ':');) {
-    if (!dir.empty() && access((dir + "/" + program).c_str(), X_OK) == 0) return true;
-  }
-  return false;
-}
-
 // The baseline, then every smolbox backend the host probe calls usable, then installed peers.
 std::vector<std::string> DefaultSandboxes() {
   std::vector<std::string> sandboxes = {"null"};
@@ -53,7 +44,7 @@ std::vector<std::string> DefaultSandboxes() {
     sandboxes.push_back("smolbox:ns");
   }
   for (const char* peer : {"bwrap", "runsc"}) {
-    if (OnPath(peer)) sandboxes.push_back(peer);
+    if (!smolbox::FindOnPath(path != nullptr ? path : "/usr/bin:/bin", peer).empty()) sandboxes.push_back(peer);
   }
   return sandboxes;
 }

@@ -146,6 +146,15 @@ class ExecMonitor {
 
 }  // namespace
 
+void ApplyAgentReport(const ExecReport& r, RunResult& result) {
+  result.status = r.status;
+  result.exit_code = r.exit_code;
+  result.signal = r.signal;
+  result.usage = Usage{r.wall_ms, r.cpu_ms, r.peak_memory_bytes};
+  result.limits_hit.insert(result.limits_hit.end(), r.limits_hit.begin(), r.limits_hit.end());
+  if (r.status == Status::kSetupError || r.status == Status::kInternalError) result.error = r.error;
+}
+
 MonitorOutcome MonitorExec(int channel, int agent_pidfd, const ExecRequest& request,
                            const Cgroup* cpu_cgroup, int64_t grace_ms) {
   return ExecMonitor(channel, agent_pidfd, request, cpu_cgroup, grace_ms).Run();

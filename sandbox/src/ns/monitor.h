@@ -30,6 +30,10 @@ struct MonitorOutcome {
 
 inline constexpr int64_t kBackstopGraceMs = 2000;
 
+// The agent's account of the exec, as the result: status, exit code or signal, usage, limits
+// it saw hit, and the error of a setup or internal failure.
+void ApplyAgentReport(const ExecReport& report, RunResult& result);
+
 // cpu_cgroup: whose CPU time counts against request.cpu_ms; null where the host cannot tell
 // (a VM's emulation costs CPU the workload never used). The backstop fires at timeout + grace.
 MonitorOutcome MonitorExec(int channel, int agent_pidfd, const ExecRequest& request,

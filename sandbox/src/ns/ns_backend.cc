@@ -177,12 +177,8 @@ void Classify(const MonitorOutcome& outcome, const Sandbox& box, RunResult& resu
   bool oom = cg.OomKills() > 0;
   if (outcome.report) {
     const ExecReport& r = *outcome.report;
-    result.status = r.status;
-    result.exit_code = r.exit_code;
-    result.signal = r.signal;
-    result.usage = Usage{r.wall_ms, r.cpu_ms, r.peak_memory_bytes};
+    ApplyAgentReport(r, result);
     if (r.status == Status::kSignaled && r.signal == SIGKILL && oom) result.status = Status::kMemoryLimit;
-    if (r.status == Status::kSetupError || r.status == Status::kInternalError) result.error = r.error;
   } else if (outcome.backstop_fired) {
     result.status = Status::kTimeout;
     result.signal = SIGKILL;

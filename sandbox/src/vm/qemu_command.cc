@@ -1,22 +1,14 @@
 #include "qemu_command.h"
 
-#include <fcntl.h>
-#include <poll.h>
-#include <signal.h>
-#include <spawn.h>
-#include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include <chrono>
 #include <cstdlib>
 #include <fstream>
 #include <regex>
-#include <sstream>
 
 #include <fmt/format.h>
 
-extern char** environ;
+#include "program.h"
 
 namespace smolbox::vm {
 namespace {
@@ -25,54 +17,6 @@ constexpr const char* kQemuName = "qemu-system-x86_64";
 constexpr int kVersionTimeoutMs = 5000;
 // QEMU's translation cache defaults to 1 GiB under TCG; 64 MiB keeps its RSS near guest RAM.
 constexpr int kTcgCacheMiB = 64;
-
-std::string FindOnPath(const std::string& program) {
-  const char* path = std::getenv("PATH");
-  std::istringstream dirs(path != nullptr ? path : "/usr/local/bin:/usr/bin:/bin");
-  for (std::string dir; std::getline(dirs, dir, ':');) {
-    if (dir.empty()) continue;
-    std::string candidate = dir + "/" + program;
-    struct stat st{};
-    if (stat(candidate.c_str(), &st) == 0 && S_ISREG(st.st_mode) && access(candidate.c_str(), X_OK) == 0) {
-      return candidate;
-    }
-  }
-  return "";
-}
-
-// Its stdout, killed after a bound: a QEMU that hangs must not hang the runtime.
-std::string VersionOutput(const std::string& qemu) {
-  int fds[2];
-  if (pipe2(fds, O_CLOEXEC) != 0) return "";
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_adddup2(&actions, fds[1], 1);
-  posix_spawn_file_actions_adddup2(&actions, fds[1], 2);
-  std::string flag = "--version";
-  char* argv[] = {const_cast<char*>(qemu.c_str()), flag.data(), nullptr};
-  pid_t pid = 0;
-  int rc = posix_spawn(&pid, qemu.c_str(), &actions, nullptr, argv, environ);
-  posix_spawn_file_actions_destroy(&actions);
-  close(fds[1]);
-  std::string output;
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(kVersionTimeoutMs);
-  while (rc == 0) {
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-    pollfd p{fds[0], POLLIN, 0};
-    if (left.count() <= 0 || poll(&p, 1, static_cast<int>(left.count())) <= 0) {
-      kill(pid, SIGKILL);
-      break;
-    }
-    char buf[1024];
-    ssize_t n = read(fds[0], buf, sizeof buf);
-    if (n <= 0) break;
-    output.append(buf, static_cast<size_t>(n));
-  }
-  close(fds[0]);
-  if (rc == 0) waitpid(pid, nullptr, 0);
-  return output;
-}
 
 }  // namespace
 
@@ -87,12 +31,15 @@ Expected<std::pair<int, int>> ParseQemuVersion(const std::string& output) {
 
 Expected<Qemu> FindQemu() {
   const char* forced = std::getenv("SMOLBOX_QEMU");
-  std::string path = forced != nullptr && *forced != '\0' ? forced : FindOnPath(kQemuName);
+  const char* search = std::getenv("PATH");
+  std::string path = forced != nullptr && *forced != '\0'
+                         ? forced
+                         : FindOnPath(search != nullptr ? search : "/usr/local/bin:/usr/bin:/bin", kQemuName);
   if (path.empty() || access(path.c_str(), X_OK) != 0) {
     return std::unexpected(Error{"qemu", fmt::format("{} not found; install QEMU (Debian: apt-get install qemu-system-x86) or run scripts/setup",
                                                      path.empty() ? kQemuName : path), 0});
   }
-  auto version = ParseQemuVersion(VersionOutput(path));
+  auto version = ParseQemuVersion(RunCapture({path, "--version"}, kVersionTimeoutMs));
   if (!version) return std::unexpected(Error{"qemu", fmt::format("{}: {}", path, version.error().what), 0});
   if (version->first < kMinQemuMajor) {
     return std::unexpected(Error{"qemu", fmt::format("{} is version {}.{}; the vm backend needs {}.0 or newer",

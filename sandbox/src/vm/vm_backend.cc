@@ -279,13 +279,8 @@ ExecRequest MakeRequest(const RunSpec& spec, const Vm& vm, std::string stdin_dat
 
 void Classify(const ns::MonitorOutcome& outcome, RunResult& result) {
   if (outcome.report) {
-    const ExecReport& r = *outcome.report;
-    result.status = r.status;
-    result.exit_code = r.exit_code;
-    result.signal = r.signal;
-    result.usage = Usage{r.wall_ms, r.cpu_ms, r.peak_memory_bytes};
-    result.limits_hit = r.limits_hit;
-    if (r.status == Status::kSetupError || r.status == Status::kInternalError) result.error = r.error;
+    // The agent in the guest holds the workload's cgroup: its report has the limits too.
+    ns::ApplyAgentReport(*outcome.report, result);
   } else if (outcome.backstop_fired) {
     result.status = Status::kTimeout;
     result.signal = SIGKILL;

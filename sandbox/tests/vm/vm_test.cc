@@ -63,6 +63,33 @@ bool WaitUntil(Condition condition, std::chrono::seconds limit) {
   return true;
 }
 
+// `smolbox run --json --backend vm --accel tcg -- sleep 60` in the background, its JSON to
+// stdout_fd; returns its pid.
+pid_t StartSleepingVm(int stdout_fd) {
+  pid_t pid = fork();
+  if (pid == 0) {
+    int null_fd = open("/dev/null", O_RDWR);
+    dup2(stdout_fd >= 0 ? stdout_fd : null_fd, 1);
+    dup2(null_fd, 2);
+    execl(SmolboxPath().c_str(), "smolbox", "run", "--json", "--backend", "vm", "--accel", "tcg", "--timeout", "60s",
+          "--", "/bin/sleep", "60", nullptr);
+    _exit(99);
+  }
+  return pid;
+}
+
+// The QEMU a smolbox started, once it runs the workload; 0 if it never started.
+pid_t AwaitRunningQemu(pid_t smolbox) {
+  pid_t qemu = 0;
+  WaitUntil([&] {
+    auto children = ChildrenOf(smolbox);
+    qemu = children.empty() ? 0 : children.front();
+    return qemu != 0;
+  }, std::chrono::seconds(10));
+  if (qemu != 0) std::this_thread::sleep_for(std::chrono::seconds(4));  // booted, running the sleep
+  return qemu;
+}
+
 size_t RunDirs() {
   return fs::exists("/run/smolbox/runs") ? static_cast<size_t>(std::distance(fs::directory_iterator("/run/smolbox/runs"), {})) : 0;
 }
@@ -197,24 +224,11 @@ TEST(VmVolumes, a_ro_volume_cannot_be_written_and_a_rw_volume_copies_back_safely
 TEST(VmCleanup, a_killed_qemu_ends_the_run_and_leaves_nothing) {
   size_t dirs_before = RunDirs();
   int out[2];
-  ASSERT_EQ(pipe(out), 0);
-  pid_t smolbox = fork();
-  if (smolbox == 0) {
-    dup2(out[1], 1);
-    int null_fd = open("/dev/null", O_RDWR);
-    dup2(null_fd, 2);
-    execl(SmolboxPath().c_str(), "smolbox", "run", "--json", "--backend", "vm", "--accel", "tcg", "--timeout", "60s",
-          "--", "/bin/sleep", "60", nullptr);
-    _exit(99);
-  }
+  ASSERT_EQ(pipe2(out, O_CLOEXEC), 0);
+  pid_t smolbox = StartSleepingVm(out[1]);
   close(out[1]);
-  pid_t qemu = 0;
-  ASSERT_TRUE(WaitUntil([&] {
-    auto children = ChildrenOf(smolbox);
-    qemu = children.empty() ? 0 : children.front();
-    return qemu != 0;
-  }, std::chrono::seconds(10)));
-  std::this_thread::sleep_for(std::chrono::seconds(4));  // booted and running the sleep
+  pid_t qemu = AwaitRunningQemu(smolbox);
+  ASSERT_NE(qemu, 0) << "QEMU never started";
   kill(qemu, SIGKILL);
   std::string json;
   char buf[4096];
@@ -229,22 +243,9 @@ TEST(VmCleanup, a_killed_qemu_ends_the_run_and_leaves_nothing) {
 }
 
 TEST(VmCleanup, a_sigkilled_smolbox_takes_its_qemu_along_and_the_next_run_sweeps_its_state) {
-  pid_t smolbox = fork();
-  if (smolbox == 0) {
-    int null_fd = open("/dev/null", O_RDWR);
-    dup2(null_fd, 1);
-    dup2(null_fd, 2);
-    execl(SmolboxPath().c_str(), "smolbox", "run", "--backend", "vm", "--accel", "tcg", "--timeout", "60s", "--",
-          "/bin/sleep", "60", nullptr);
-    _exit(99);
-  }
-  pid_t qemu = 0;
-  ASSERT_TRUE(WaitUntil([&] {
-    auto children = ChildrenOf(smolbox);
-    qemu = children.empty() ? 0 : children.front();
-    return qemu != 0;
-  }, std::chrono::seconds(10)));
-  std::this_thread::sleep_for(std::chrono::seconds(4));
+  pid_t smolbox = StartSleepingVm(-1);
+  pid_t qemu = AwaitRunningQemu(smolbox);
+  ASSERT_NE(qemu, 0) << "QEMU never started";
   kill(smolbox, SIGKILL);
   waitpid(smolbox, nullptr, 0);
   EXPECT_TRUE(WaitUntil([&] { return !Alive(qemu); }, std::chrono::seconds(5))) << "QEMU outlived its runtime";
