@@ -9,7 +9,6 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
-#include <sys/reboot.h>
 #include <unistd.h>
 
 #include <charconv>

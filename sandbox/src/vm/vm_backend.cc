@@ -14,7 +14,6 @@
 #include <cmath>
 #include <filesystem>
 #include <optional>
-#include <thread>
 
 #include <fmt/format.h>
 
