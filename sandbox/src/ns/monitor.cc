@@ -155,6 +155,26 @@ void ApplyAgentReport(const ExecReport& r, RunResult& result) {
   if (r.status == Status::kSetupError || r.status == Status::kInternalError) result.error = r.error;
 }
 
+void ApplyOutcome(const MonitorOutcome& outcome, const std::string& backstop_warning, RunResult& result) {
+  if (outcome.report) {
+    ApplyAgentReport(*outcome.report, result);
+    return;
+  }
+  result.signal = SIGKILL;
+  if (outcome.backstop_fired) {
+    result.status = Status::kTimeout;
+    result.Warn(backstop_warning);
+  } else if (outcome.cpu_limit_fired) {
+    result.status = Status::kCpuLimit;
+  } else if (outcome.output_overflow) {
+    result.status = Status::kOutputLimit;
+  } else {
+    result.status = Status::kInternalError;
+    result.signal = 0;
+    result.error = outcome.error;
+  }
+}
+
 MonitorOutcome MonitorExec(int channel, int agent_pidfd, const ExecRequest& request,
                            const Cgroup* cpu_cgroup, int64_t grace_ms) {
   return ExecMonitor(channel, agent_pidfd, request, cpu_cgroup, grace_ms).Run();

@@ -33,6 +33,9 @@ inline constexpr int64_t kBackstopGraceMs = 2000;
 // The agent's account of the exec, as the result: status, exit code or signal, usage, limits
 // it saw hit, and the error of a setup or internal failure.
 void ApplyAgentReport(const ExecReport& report, RunResult& result);
+// The whole outcome as the result: the agent's report when it gave one, else what the host
+// saw (its backstop, named by backstop_warning; a CPU or output overrun), else an internal error.
+void ApplyOutcome(const MonitorOutcome& outcome, const std::string& backstop_warning, RunResult& result);
 
 // cpu_cgroup: whose CPU time counts against request.cpu_ms; null where the host cannot tell
 // (a VM's emulation costs CPU the workload never used). The backstop fires at timeout + grace.

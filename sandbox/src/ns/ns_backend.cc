@@ -175,26 +175,14 @@ void WarnWeakLimits(const Sandbox& box, RunResult& result) {
 void Classify(const MonitorOutcome& outcome, const Sandbox& box, RunResult& result) {
   const Cgroup& cg = *box.cgroup;
   bool oom = cg.OomKills() > 0;
-  if (outcome.report) {
-    const ExecReport& r = *outcome.report;
-    ApplyAgentReport(r, result);
-    if (r.status == Status::kSignaled && r.signal == SIGKILL && oom) result.status = Status::kMemoryLimit;
-  } else if (outcome.backstop_fired) {
-    result.status = Status::kTimeout;
-    result.signal = SIGKILL;
-    result.Warn("timeout: the agent did not end the run; the host backstop killed the sandbox");
-  } else if (outcome.cpu_limit_fired) {
-    result.status = Status::kCpuLimit;
-    result.signal = SIGKILL;
-  } else if (outcome.output_overflow) {
-    result.status = Status::kOutputLimit;
-    result.signal = SIGKILL;
-  } else if (oom) {
+  ApplyOutcome(outcome, "timeout: the agent did not end the run; the host backstop killed the sandbox", result);
+  // Only the host sees an OOM kill in its cgroup: the agent's SIGKILL, or a dead agent.
+  bool killed = outcome.report ? result.status == Status::kSignaled && result.signal == SIGKILL
+                               : result.status == Status::kInternalError;
+  if (oom && killed) {
     result.status = Status::kMemoryLimit;
     result.signal = SIGKILL;
-  } else {
-    result.status = Status::kInternalError;
-    result.error = outcome.error;
+    result.error.clear();
   }
   if (auto cpu = cg.CpuUsageMs()) result.usage.cpu_ms = std::max(result.usage.cpu_ms, *cpu);
   result.usage.peak_memory_bytes = std::max(result.usage.peak_memory_bytes, cg.PeakMemoryBytes());

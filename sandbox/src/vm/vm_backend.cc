@@ -276,23 +276,6 @@ ExecRequest MakeRequest(const RunSpec& spec, const Vm& vm, std::string stdin_dat
   return r;
 }
 
-void Classify(const ns::MonitorOutcome& outcome, RunResult& result) {
-  if (outcome.report) {
-    // The agent in the guest holds the workload's cgroup: its report has the limits too.
-    ns::ApplyAgentReport(*outcome.report, result);
-  } else if (outcome.backstop_fired) {
-    result.status = Status::kTimeout;
-    result.signal = SIGKILL;
-    result.Warn("timeout: the agent in the guest did not end the run; the host backstop killed the VM");
-  } else if (outcome.output_overflow) {
-    result.status = Status::kOutputLimit;
-    result.signal = SIGKILL;
-  } else {
-    result.status = Status::kInternalError;
-    result.error = outcome.error;
-  }
-}
-
 // Closing the channel tells the agent to power the guest off; QEMU then exits by itself.
 void StopVm(Vm& vm) {
   shutdown(vm.channel.get(), SHUT_RDWR);
@@ -334,7 +317,9 @@ class VmBackend final : public Backend {
     result.timings.run_ms = MsSince(run_start);
     auto teardown_start = Clock::now();
     StopVm(vm);
-    Classify(outcome, result);
+    // The agent in the guest holds the workload's cgroup: its report has the limits too.
+    ns::ApplyOutcome(outcome, "timeout: the agent in the guest did not end the run; the host backstop killed the VM",
+                     result);
     result.stdout_data = std::move(outcome.stdout_data);
     result.stderr_data = std::move(outcome.stderr_data);
     result.stdout_truncated = outcome.stdout_truncated || (outcome.report && outcome.report->stdout_truncated);
