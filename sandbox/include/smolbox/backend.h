@@ -1,12 +1,20 @@
-// A Backend runs one RunSpec to completion and always returns a RunResult;
-// failures are reported in it (setup_error, internal_error), never thrown.
+// A Backend runs a RunSpec and always returns a RunResult; failures are reported in it
+// (setup_error, internal_error), never thrown.
 //
 //   auto backend = smolbox::MakeBackend(spec.backend);
 //   if (!backend) { ...backend.error()... }
-//   smolbox::RunResult r = (*backend)->Run(spec);
+//   smolbox::RunResult r = (*backend)->Run(spec);        // start, one exec, tear down
+//
+// A Session is a started sandbox that serves many execs: the warm path.
+//
+//   smolbox::RunResult setup;
+//   auto session = (*backend)->Start(spec, setup);        // null on failure; setup says why
+//   smolbox::RunResult r = session->Exec(spec, stdin_data);
+//   session.reset();                                       // tears everything down
 #pragma once
 
 #include <memory>
+#include <string>
 
 #include "smolbox/error.h"
 #include "smolbox/result.h"
@@ -14,10 +22,27 @@
 
 namespace smolbox {
 
+class Session {
+ public:
+  virtual ~Session() = default;
+  // Runs spec.argv with spec's env, workdir and per-exec limits (timeout, cpu time, output,
+  // files); the sandbox-wide limits (memory, pids, cpus, storage) are the ones it started with.
+  // rw volumes are copied back after every exec.
+  virtual RunResult Exec(const RunSpec& spec, std::string stdin_data) = 0;
+  // Readable once the sandbox has died on its own: its agent, or its VM, ended.
+  virtual int death_fd() const = 0;
+  // Why a dead sandbox died, for the user; empty while it lives.
+  virtual std::string DeathReason() const = 0;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
-  virtual RunResult Run(const RunSpec& spec) = 0;
+  // Starts a sandbox for spec (its argv is not used). On failure returns null, with
+  // setup_result's status and error saying why. Its warnings and timings are the setup's.
+  virtual std::unique_ptr<Session> Start(const RunSpec& spec, RunResult& setup_result) = 0;
+  // Start, one Exec of spec (stdin from spec), teardown.
+  RunResult Run(const RunSpec& spec);
 };
 
 // kAuto resolves to the best backend this host can run.

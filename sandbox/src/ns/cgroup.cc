@@ -264,8 +264,8 @@ int64_t Cgroup::PeakMemoryBytes() const {
   return ReadNumber(memory_->path + file).value_or(0);
 }
 
-bool Cgroup::PidsLimitHit() const {
-  return pids_ && ReadKey(pids_->path + "/pids.events", "max").value_or(0) > 0;
+int64_t Cgroup::PidsMaxEvents() const {
+  return pids_ ? ReadKey(pids_->path + "/pids.events", "max").value_or(0) : 0;
 }
 
 void Cgroup::KillAll() const {

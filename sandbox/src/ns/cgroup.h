@@ -45,7 +45,8 @@ class Cgroup {
   std::optional<int64_t> CpuUsageMs() const;
   int64_t OomKills() const;
   int64_t PeakMemoryBytes() const;
-  bool PidsLimitHit() const;
+  // How often a fork failed at the pids limit.
+  int64_t PidsMaxEvents() const;
   // SIGKILLs every process in the cgroup.
   void KillAll() const;
 

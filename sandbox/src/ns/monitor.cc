@@ -25,7 +25,9 @@ class ExecMonitor {
  public:
   ExecMonitor(int channel, int pidfd, const ExecRequest& request, const Cgroup* cpu_cgroup, int64_t grace_ms)
       : channel_(channel), pidfd_(pidfd), request_(request), cgroup_(cpu_cgroup),
-        backstop_(Clock::now() + std::chrono::milliseconds(request.timeout_ms + grace_ms)) {}
+        backstop_(Clock::now() + std::chrono::milliseconds(request.timeout_ms + grace_ms)),
+        // A persistent sandbox's cgroup has run earlier execs: only this one's CPU counts.
+        cpu_base_ms_(cpu_cgroup ? cpu_cgroup->CpuUsageMs().value_or(0) : 0) {}
 
   MonitorOutcome Run() {
     while (!done_) {
@@ -117,10 +119,10 @@ class ExecMonitor {
     }
     if (request_.cpu_ms <= 0 || cgroup_ == nullptr) return;
     auto used = cgroup_->CpuUsageMs();
-    if (used && *used > request_.cpu_ms + kCpuSlackMs) {
+    if (used && *used - cpu_base_ms_ > request_.cpu_ms + kCpuSlackMs) {
       outcome_.cpu_limit_fired = true;
       KillAgent(pidfd_);
-      Fail(fmt::format("the sandbox used {} ms of CPU, over the {} ms limit", *used, request_.cpu_ms));
+      Fail(fmt::format("the sandbox used {} ms of CPU, over the {} ms limit", *used - cpu_base_ms_, request_.cpu_ms));
     }
   }
 
@@ -139,6 +141,7 @@ class ExecMonitor {
   const ExecRequest& request_;
   const Cgroup* cgroup_;
   Clock::time_point backstop_;
+  int64_t cpu_base_ms_ = 0;
   channel::FrameReader reader_;
   MonitorOutcome outcome_;
   bool done_ = false;

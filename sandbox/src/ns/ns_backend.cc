@@ -172,9 +172,20 @@ void WarnWeakLimits(const Sandbox& box, RunResult& result) {
   }
 }
 
-void Classify(const MonitorOutcome& outcome, const Sandbox& box, RunResult& result) {
-  const Cgroup& cg = *box.cgroup;
-  bool oom = cg.OomKills() > 0;
+// Counters of the sandbox's cgroup before an exec, so that each exec is judged on its own.
+struct CgroupMarks {
+  int64_t oom_kills = 0;
+  int64_t pids_max_events = 0;
+  int64_t cpu_ms = 0;
+};
+
+CgroupMarks Mark(const Cgroup& cg) {
+  return {cg.OomKills(), cg.PidsMaxEvents(), cg.CpuUsageMs().value_or(0)};
+}
+
+void Classify(const MonitorOutcome& outcome, const Cgroup& cg, const CgroupMarks& before, bool first_exec,
+              RunResult& result) {
+  bool oom = cg.OomKills() > before.oom_kills;
   ApplyOutcome(outcome, "timeout: the agent did not end the run; the host backstop killed the sandbox", result);
   // Only the host sees an OOM kill in its cgroup: the agent's SIGKILL, or a dead agent.
   bool killed = outcome.report ? result.status == Status::kSignaled && result.signal == SIGKILL
@@ -184,10 +195,11 @@ void Classify(const MonitorOutcome& outcome, const Sandbox& box, RunResult& resu
     result.signal = SIGKILL;
     result.error.clear();
   }
-  if (auto cpu = cg.CpuUsageMs()) result.usage.cpu_ms = std::max(result.usage.cpu_ms, *cpu);
-  result.usage.peak_memory_bytes = std::max(result.usage.peak_memory_bytes, cg.PeakMemoryBytes());
+  if (auto cpu = cg.CpuUsageMs()) result.usage.cpu_ms = std::max(result.usage.cpu_ms, *cpu - before.cpu_ms);
+  // The cgroup's peak spans the sandbox's life; it is this exec's own only for the first.
+  if (first_exec) result.usage.peak_memory_bytes = std::max(result.usage.peak_memory_bytes, cg.PeakMemoryBytes());
+  if (cg.PidsMaxEvents() > before.pids_max_events) result.limits_hit.push_back("pids");
 }
-
 
 void StopAgent(Sandbox& box) {
   // Closing the channel tells the agent to end; it kills what is left in the namespace.
@@ -229,46 +241,74 @@ Expected<void> Prepare(const RunSpec& spec, Sandbox& box, RunResult& result) {
   return AwaitReady(spec, box, result);
 }
 
-class NsBackend final : public Backend {
+class NsSession final : public Session {
  public:
-  RunResult Run(const RunSpec& spec) override {
+  explicit NsSession(std::unique_ptr<Sandbox> box) : box_(std::move(box)) {}
+  ~NsSession() override {
+    StopAgent(*box_);
+  }
+
+  RunResult Exec(const RunSpec& spec, std::string stdin_data) override {
     RunResult result;
     result.backend = "ns";
     result.isolation = "namespaces";
-    auto start = Clock::now();
-    SweepStaleRuns();
-    Sandbox box;
-    auto stdin_data = ReadStdin(spec);
-    auto ready = stdin_data ? Prepare(spec, box, result) : std::unexpected(stdin_data.error());
-    if (box.cgroup) WarnWeakLimits(box, result);
-    if (!ready) {
-      result.status = Status::kSetupError;
-      result.error = ready.error().ToString();
-      result.timings.setup_ms = MsSince(start);
+    WarnWeakLimits(*box_, result);
+    if (!DeathReason().empty()) {
+      result.status = Status::kInternalError;
+      result.error = "the sandbox is dead: " + DeathReason();
       return result;
     }
-    result.timings.setup_ms = MsSince(start);
     auto run_start = Clock::now();
-    ExecRequest request = MakeRequest(spec, box, std::move(*stdin_data));
+    ExecRequest request = MakeRequest(spec, *box_, std::move(stdin_data));
+    CgroupMarks before = Mark(*box_->cgroup);
     MonitorOutcome outcome;
-    if (auto sent = channel::WriteMessage(box.channel.get(), EncodeExec(request)); !sent) {
+    if (auto sent = channel::WriteMessage(box_->channel.get(), EncodeExec(request)); !sent) {
       outcome.error = sent.error().ToString();
     } else {
-      outcome = MonitorExec(box.channel.get(), box.pidfd.get(), request, &*box.cgroup);
+      outcome = MonitorExec(box_->channel.get(), box_->pidfd.get(), request, &*box_->cgroup);
     }
     result.timings.run_ms = MsSince(run_start);
     auto teardown_start = Clock::now();
-    StopAgent(box);
-    Classify(outcome, box, result);
+    Classify(outcome, *box_->cgroup, before, ++execs_ == 1, result);
     result.stdout_data = std::move(outcome.stdout_data);
     result.stderr_data = std::move(outcome.stderr_data);
     result.stdout_truncated = outcome.stdout_truncated || (outcome.report && outcome.report->stdout_truncated);
     result.stderr_truncated = outcome.stderr_truncated || (outcome.report && outcome.report->stderr_truncated);
-    if (box.cgroup->PidsLimitHit()) result.limits_hit.push_back("pids");
-    if (box.storage && box.storage->Full()) result.limits_hit.push_back("storage");
-    if (box.storage) CopyBackVolumes(spec, box.volumes, *box.storage, result);
+    if (box_->storage && box_->storage->Full()) result.limits_hit.push_back("storage");
+    if (box_->storage) CopyBackVolumes(spec, box_->volumes, *box_->storage, result);
     result.timings.teardown_ms = MsSince(teardown_start);
     return result;
+  }
+
+  int death_fd() const override { return box_->pidfd.get(); }
+
+  std::string DeathReason() const override {
+    pollfd fd{box_->pidfd.get(), POLLIN, 0};
+    return poll(&fd, 1, 0) > 0 ? "its agent (PID 1 of the sandbox) exited" : "";
+  }
+
+ private:
+  std::unique_ptr<Sandbox> box_;
+  int execs_ = 0;
+};
+
+class NsBackend final : public Backend {
+ public:
+  std::unique_ptr<Session> Start(const RunSpec& spec, RunResult& result) override {
+    result.backend = "ns";
+    result.isolation = "namespaces";
+    auto start = Clock::now();
+    SweepStaleRuns();
+    auto box = std::make_unique<Sandbox>();
+    auto ready = Prepare(spec, *box, result);
+    result.timings.setup_ms = MsSince(start);
+    if (!ready) {
+      if (box->cgroup) WarnWeakLimits(*box, result);
+      result.status = Status::kSetupError;
+      result.error = ready.error().ToString();
+      return nullptr;
+    }
+    return std::make_unique<NsSession>(std::move(box));
   }
 };
 

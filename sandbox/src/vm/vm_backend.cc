@@ -288,35 +288,31 @@ void StopVm(Vm& vm) {
   vm.cgroup->KillAll();
 }
 
-class VmBackend final : public Backend {
+class VmSession final : public Session {
  public:
-  RunResult Run(const RunSpec& spec) override {
+  explicit VmSession(std::unique_ptr<Vm> vm) : vm_(std::move(vm)) {}
+  ~VmSession() override { StopVm(*vm_); }
+
+  RunResult Exec(const RunSpec& spec, std::string stdin_data) override {
     RunResult result;
     result.backend = "vm";
-    auto start = Clock::now();
-    auto accel = ChooseAccel(spec.accel);
-    if (!accel) return SetupError(result, accel.error(), start);
-    Vm vm;
-    vm.accel = *accel;
-    result.isolation = *accel == Accel::kKvm ? "kvm" : "tcg";
-    ns::SweepStaleRuns();
-    auto stdin_data = ns::ReadStdin(spec);
-    if (!stdin_data) return SetupError(result, stdin_data.error(), start);
-    if (auto ready = Prepare(spec, vm, result); !ready) return SetupError(result, ready.error(), start);
-    unlink(vm.console_path.c_str());  // booted: the log is only kept for failures
-    result.timings.setup_ms = MsSince(start);
+    result.isolation = vm_->accel == Accel::kKvm ? "kvm" : "tcg";
+    if (!DeathReason().empty()) {
+      result.status = Status::kInternalError;
+      result.error = "the sandbox is dead: " + DeathReason();
+      return result;
+    }
     auto run_start = Clock::now();
-    ExecRequest request = MakeRequest(spec, vm, std::move(*stdin_data));
+    ExecRequest request = MakeRequest(spec, *vm_, std::move(stdin_data));
     ns::MonitorOutcome outcome;
-    int64_t grace = vm.accel == Accel::kKvm ? kBackstopGraceKvmMs : kBackstopGraceTcgMs;
-    if (auto sent = channel::WriteMessage(vm.channel.get(), EncodeExec(request)); !sent) {
+    int64_t grace = vm_->accel == Accel::kKvm ? kBackstopGraceKvmMs : kBackstopGraceTcgMs;
+    if (auto sent = channel::WriteMessage(vm_->channel.get(), EncodeExec(request)); !sent) {
       outcome.error = sent.error().ToString();
     } else {
-      outcome = ns::MonitorExec(vm.channel.get(), vm.qemu.pidfd.get(), request, nullptr, grace);
+      outcome = ns::MonitorExec(vm_->channel.get(), vm_->qemu.pidfd.get(), request, nullptr, grace);
     }
     result.timings.run_ms = MsSince(run_start);
     auto teardown_start = Clock::now();
-    StopVm(vm);
     // The agent in the guest holds the workload's cgroup: its report has the limits too.
     ns::ApplyOutcome(outcome, "timeout: the agent in the guest did not end the run; the host backstop killed the VM",
                      result);
@@ -324,18 +320,46 @@ class VmBackend final : public Backend {
     result.stderr_data = std::move(outcome.stderr_data);
     result.stdout_truncated = outcome.stdout_truncated || (outcome.report && outcome.report->stdout_truncated);
     result.stderr_truncated = outcome.stderr_truncated || (outcome.report && outcome.report->stderr_truncated);
-    if (vm.storage->Full()) result.limits_hit.push_back("storage");
-    ns::CopyBackVolumes(spec, vm.volumes, *vm.storage, result);
+    if (vm_->storage->Full()) result.limits_hit.push_back("storage");
+    ns::CopyBackVolumes(spec, vm_->volumes, *vm_->storage, result);
     result.timings.teardown_ms = MsSince(teardown_start);
     return result;
   }
 
+  int death_fd() const override { return vm_->qemu.pidfd.get(); }
+
+  std::string DeathReason() const override {
+    pollfd fd{vm_->qemu.pidfd.get(), POLLIN, 0};
+    return poll(&fd, 1, 0) > 0 ? "its VM (QEMU) exited" : "";
+  }
+
  private:
-  static RunResult SetupError(RunResult& result, const Error& error, Clock::time_point start) {
+  std::unique_ptr<Vm> vm_;
+};
+
+class VmBackend final : public Backend {
+ public:
+  std::unique_ptr<Session> Start(const RunSpec& spec, RunResult& result) override {
+    result.backend = "vm";
+    auto start = Clock::now();
+    auto accel = ChooseAccel(spec.accel);
+    if (!accel) return SetupError(result, accel.error(), start);
+    auto vm = std::make_unique<Vm>();
+    vm->accel = *accel;
+    result.isolation = *accel == Accel::kKvm ? "kvm" : "tcg";
+    ns::SweepStaleRuns();
+    if (auto ready = Prepare(spec, *vm, result); !ready) return SetupError(result, ready.error(), start);
+    unlink(vm->console_path.c_str());  // booted: the log is only kept for failures
+    result.timings.setup_ms = MsSince(start);
+    return std::make_unique<VmSession>(std::move(vm));
+  }
+
+ private:
+  static std::unique_ptr<Session> SetupError(RunResult& result, const Error& error, Clock::time_point start) {
     result.status = Status::kSetupError;
     result.error = error.ToString();
     result.timings.setup_ms = MsSince(start);
-    return result;
+    return nullptr;
   }
 };
 
