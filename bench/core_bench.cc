@@ -1,6 +1,7 @@
 // Spec parsing and the agent channel: work done on every run, before and after the workload.
 #include <benchmark/benchmark.h>
 
+#include "bench_main.h"
 #include "channel.h"
 #include "exec_protocol.h"
 #include "smolbox/spec.h"
@@ -40,4 +41,4 @@ BENCHMARK(BM_ChannelRoundTripOfAnExec)->Arg(0)->Arg(1 << 20);
 
 }  // namespace
 
-BENCHMARK_MAIN();
+int main(int argc, char** argv) { return smolbox::bench::Main(argc, argv); }
