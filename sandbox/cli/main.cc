@@ -2,6 +2,7 @@
 //
 //   smolbox run --mem 256M --timeout 5s -- python3 -c 'print(1)'
 //   smolbox run --spec job.json --json
+//   smolbox create box --mem 256M && smolbox exec box -- python3 -c 'print(1)' && smolbox rm box
 //
 // Flags become a RunSpec, which is validated and run on a backend; the RunResult
 // is passed through (or printed as JSON) and becomes the exit code.
@@ -18,6 +19,9 @@
 #include <string>
 #include <vector>
 
+#include "client.h"
+#include "keeper.h"
+#include "sandbox_state.h"
 #include "smolbox/backend.h"
 #include "smolbox/result.h"
 #include "smolbox/spec.h"
@@ -46,6 +50,16 @@ struct RunFlags {
   Flag workdir, user, stdin_file, spec_file;
   std::vector<std::string> env, volumes, command;
   bool json = false;
+};
+
+// smolbox create / exec / ls / rm: persistent sandboxes.
+struct SandboxFlags {
+  std::string name;
+  std::vector<std::string> names;  // rm
+  Flag timeout, workdir, stdin_file;
+  std::vector<std::string> env, command;
+  bool json = false;
+  bool force = false;
 };
 
 std::unexpected<Error> Fail(std::string field, std::string reason) {
@@ -165,6 +179,48 @@ void AddRunCommand(CLI::App& app, RunFlags& f) {
       "Example: smolbox run --mem 256M --timeout 5s -- python3 -c 'print(1)'\n"
       "Exit status: the command's own; 124 on timeout; 128+N when killed by signal N or for a\n"
       "limit; 125 when smolbox refuses the input or fails to set up.");
+}
+
+void AddCreateCommand(CLI::App& app, RunFlags& f, SandboxFlags& s) {
+  CLI::App* create = app.add_subcommand("create", "start a persistent sandbox that serves many execs");
+  create->add_option("name", s.name, "its name: letters, digits, '_', '.', '-'")->required()->type_name("NAME");
+  AddSpecOptions(*create, f);
+  AddTimeLimitOptions(*create, f);
+  AddSizeLimitOptions(*create, f);
+  create->add_flag("--json", s.json, "print the setup's result as JSON");
+  create->footer(
+      "The sandbox lives until smolbox rm, beyond this command: its agent (ns) or VM (vm) keeps\n"
+      "running, held by a keeper process. --timeout, -e and -w are defaults for each exec;\n"
+      "memory, CPUs, pids and storage hold for the whole sandbox, across execs.");
+}
+
+void AddExecCommand(CLI::App& app, SandboxFlags& s) {
+  // Options go before the "--"; everything after it is the command's own.
+  CLI::App* exec = app.add_subcommand("exec", "run a command in a persistent sandbox");
+  exec->add_option("name", s.name, "the sandbox")->required()->type_name("NAME");
+  AddFlag(*exec, "--timeout", s.timeout, "this exec's wall-clock limit (default: the sandbox's)", "DUR");
+  exec->add_option("-e,--env", s.env, "set a variable for this exec; repeatable")
+      ->type_name("KEY=VALUE")
+      ->allow_extra_args(false);
+  AddFlag(*exec, "-w,--workdir", s.workdir, "working directory (default: the sandbox's)", "DIR");
+  AddFlag(*exec, "--stdin", s.stdin_file, "feed this host file to the command's stdin", "FILE");
+  exec->add_flag("--json", s.json, "print the RunResult as JSON instead of passing output through");
+  exec->add_option("command", s.command, "the command and its arguments, best after --")
+      ->type_name("ARGS");
+  exec->footer(
+      "Execs into one sandbox run one at a time: a second while one runs is refused as busy.\n"
+      "rw volumes are copied back after each exec. Exit status as for smolbox run.");
+}
+
+void AddLsCommand(CLI::App& app, SandboxFlags& s) {
+  CLI::App* ls = app.add_subcommand("ls", "list persistent sandboxes: running, busy, starting or dead");
+  ls->add_flag("--json", s.json, "print them as JSON");
+}
+
+void AddRmCommand(CLI::App& app, SandboxFlags& s) {
+  CLI::App* rm = app.add_subcommand("rm", "stop and remove persistent sandboxes, leaving nothing behind");
+  rm->add_option("names", s.names, "the sandboxes")->required()->type_name("NAME...");
+  rm->add_flag("-f,--force", s.force, "also end a sandbox in the middle of an exec");
 }
 
 // ---------------------------------------------------------------------------
@@ -377,6 +433,106 @@ int Run(const RunFlags& flags) {
   return Report((*backend)->Run(*spec), flags.json);
 }
 
+int Create(const RunFlags& flags, const SandboxFlags& s) {
+  if (flags.stdin_file) return RefuseInput(Error::Field("--stdin", "is per exec; give it to smolbox exec"), s.json);
+  auto spec = BuildSpec(flags);
+  if (!spec) return RefuseInput(spec.error(), s.json);
+  if (!spec->argv.empty()) return RefuseInput(Error::Field("command", "create takes none; smolbox exec runs one"), s.json);
+  // The command comes with each exec, which checks it; everything else is checked now.
+  smolbox::RunSpec checked = *spec;
+  checked.argv = {"/bin/true"};
+  if (auto ok = smolbox::ValidateRunSpec(checked); !ok) return RefuseInput(ok.error(), s.json);
+  smolbox::RunResult result = smolbox::persist::CreateSandbox(s.name, *spec);
+  bool created = result.status == smolbox::Status::kExited;
+  if (s.json) {
+    nlohmann::json j = smolbox::ToJson(result);
+    j["name"] = s.name;
+    if (created) j["status"] = "created";
+    for (const char* unused : {"exit_code", "signal", "stdout", "stderr", "stdout_truncated", "stderr_truncated",
+                               "usage", "limits_hit"}) {
+      j.erase(unused);
+    }
+    fmt::print("{}\n", j.dump(2));
+  } else {
+    for (const std::string& warning : result.warnings) fmt::print(stderr, "smolbox: warning: {}\n", warning);
+    if (created) fmt::print("{}\n", s.name);
+    else fmt::print(stderr, "smolbox: {}\n", result.error);
+  }
+  return created ? 0 : kExitSmolboxError;
+}
+
+Expected<smolbox::persist::ExecOrder> BuildExecOrder(const SandboxFlags& s) {
+  smolbox::persist::ExecOrder order;
+  if (s.command.empty()) return Fail("command", "is missing: smolbox exec NAME -- CMD...");
+  order.argv = s.command;
+  for (const std::string& entry : s.env) {
+    size_t eq = entry.find('=');
+    if (eq == std::string::npos) return Fail("--env", fmt::format("expected KEY=VALUE (got {:?})", entry));
+    order.env.insert_or_assign(entry.substr(0, eq), entry.substr(eq + 1));
+  }
+  if (s.workdir) order.workdir = s.workdir.value;
+  if (s.timeout) {
+    auto ms = smolbox::ParseDuration(s.timeout.value);
+    if (!ms) return Fail("--timeout", ms.error().what);
+    order.timeout_ms = *ms;
+  }
+  if (s.stdin_file) {
+    auto data = smolbox::persist::ReadStdinFile(s.stdin_file.value);
+    if (!data) return std::unexpected(data.error());
+    order.stdin_data = std::move(*data);
+  }
+  return order;
+}
+
+int Exec(const SandboxFlags& s) {
+  auto order = BuildExecOrder(s);
+  if (!order) return RefuseInput(order.error(), s.json);
+  smolbox::RunResult result = smolbox::persist::ExecInSandbox(s.name, *order);
+  return Report(result, s.json);
+}
+
+int List(const SandboxFlags& s) {
+  auto listing = smolbox::persist::ListSandboxes();
+  if (!listing) {
+    fmt::print(stderr, "smolbox: {}\n", listing.error().ToString());
+    return kExitSmolboxError;
+  }
+  if (s.json) {
+    nlohmann::json out = nlohmann::json::array();
+    for (const auto& box : *listing) {
+      nlohmann::json j = {{"name", box.name}, {"status", smolbox::persist::ToString(box.status)}};
+      if (box.info) {
+        j["backend"] = box.info->backend;
+        j["isolation"] = box.info->isolation;
+        j["created"] = box.info->created;
+      }
+      if (!box.reason.empty()) j["reason"] = smolbox::ToValidUtf8(box.reason);
+      out.push_back(std::move(j));
+    }
+    fmt::print("{}\n", out.dump(2));
+    return 0;
+  }
+  fmt::print("{:<24} {:<9} {:<8} {:<21} {}\n", "NAME", "STATUS", "BACKEND", "CREATED", "REASON");
+  for (const auto& box : *listing) {
+    std::string reason = box.reason;
+    std::replace(reason.begin(), reason.end(), '\n', ' ');
+    fmt::print("{:<24} {:<9} {:<8} {:<21} {}\n", box.name, smolbox::persist::ToString(box.status),
+               box.info ? box.info->backend : "-", box.info ? box.info->created : "-", reason);
+  }
+  return 0;
+}
+
+int Remove(const SandboxFlags& s) {
+  int status = 0;
+  for (const std::string& name : s.names) {
+    if (auto ok = smolbox::persist::RemoveSandbox(name, s.force); !ok) {
+      fmt::print(stderr, "smolbox: {}\n", ok.error().ToString());
+      status = kExitSmolboxError;
+    }
+  }
+  return status;
+}
+
 // CLI11's own usage errors exit 125 like ours, in one line; --help and --version exit 0.
 int ReportParseError(const CLI::App& app, const CLI::ParseError& e) {
   if (e.get_exit_code() == static_cast<int>(CLI::ExitCodes::Success)) return app.exit(e);
@@ -393,7 +549,12 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", "smolbox " SMOLBOX_VERSION);
   app.require_subcommand(1);
   RunFlags flags;
+  SandboxFlags sandbox;
   AddRunCommand(app, flags);
+  AddCreateCommand(app, flags, sandbox);
+  AddExecCommand(app, sandbox);
+  AddLsCommand(app, sandbox);
+  AddRmCommand(app, sandbox);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -401,6 +562,10 @@ int main(int argc, char** argv) {
   }
   // Backends report failures in the RunResult; this is the last resort at the edge.
   try {
+    if (app.got_subcommand("create")) return Create(flags, sandbox);
+    if (app.got_subcommand("exec")) return Exec(sandbox);
+    if (app.got_subcommand("ls")) return List(sandbox);
+    if (app.got_subcommand("rm")) return Remove(sandbox);
     return Run(flags);
   } catch (const std::exception& e) {
     fmt::print(stderr, "smolbox: internal error: {}\n", e.what());

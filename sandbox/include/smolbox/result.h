@@ -12,6 +12,8 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "smolbox/error.h"
+
 namespace smolbox {
 
 enum class Status {
@@ -60,6 +62,9 @@ struct RunResult {
 
 std::string ToString(Status status);
 nlohmann::json ToJson(const RunResult& result);
+// The inverse of ToJson, for results that crossed a process boundary; a missing or mistyped
+// field is an error naming it.
+Expected<RunResult> ResultFromJson(const nlohmann::json& json);
 // Exit code of `smolbox run` for this result, after timeout(1) and docker.
 int CliExitCode(const RunResult& result);
 // Replaces each invalid UTF-8 sequence with U+FFFD, so the text can go into JSON.

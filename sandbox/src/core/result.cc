@@ -121,6 +121,50 @@ nlohmann::json ToJson(const RunResult& r) {
   return j;
 }
 
+Expected<RunResult> ResultFromJson(const nlohmann::json& j) {
+  // nlohmann throws on a missing key or a wrong type; each becomes an error naming the field.
+  const char* field = "result";
+  try {
+    RunResult r;
+    field = "status";
+    auto status = ParseStatus(j.at("status").get<std::string>());
+    if (!status) return std::unexpected(status.error());
+    r.status = *status;
+    field = "exit_code";
+    if (!j.at("exit_code").is_null()) r.exit_code = j.at("exit_code").get<int>();
+    field = "signal";
+    if (!j.at("signal").is_null()) r.signal = j.at("signal").get<int>();
+    field = "stdout";
+    r.stdout_data = j.at("stdout").get<std::string>();
+    field = "stderr";
+    r.stderr_data = j.at("stderr").get<std::string>();
+    field = "stdout_truncated";
+    r.stdout_truncated = j.at("stdout_truncated").get<bool>();
+    field = "stderr_truncated";
+    r.stderr_truncated = j.at("stderr_truncated").get<bool>();
+    field = "usage";
+    const auto& u = j.at("usage");
+    r.usage = {u.at("wall_ms").get<int64_t>(), u.at("cpu_ms").get<int64_t>(), u.at("peak_memory_bytes").get<int64_t>()};
+    field = "limits_hit";
+    r.limits_hit = j.at("limits_hit").get<std::vector<std::string>>();
+    field = "timings";
+    const auto& t = j.at("timings");
+    r.timings = {t.at("setup_ms").get<int64_t>(), t.at("boot_ms").get<int64_t>(), t.at("run_ms").get<int64_t>(),
+                 t.at("teardown_ms").get<int64_t>()};
+    field = "backend";
+    r.backend = j.at("backend").get<std::string>();
+    field = "isolation";
+    r.isolation = j.at("isolation").get<std::string>();
+    field = "warnings";
+    r.warnings = j.at("warnings").get<std::vector<std::string>>();
+    field = "error";
+    if (j.contains("error")) r.error = j.at("error").get<std::string>();
+    return r;
+  } catch (const nlohmann::json::exception& e) {
+    return std::unexpected(Error::Field(field, e.what()));
+  }
+}
+
 int CliExitCode(const RunResult& r) {
   // A kill for a limit with no signal recorded still reads as SIGKILL, as docker reports OOM.
   auto killed = [&] { return r.signal != 0 ? 128 + r.signal : 137; };

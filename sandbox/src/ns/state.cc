@@ -95,6 +95,9 @@ Expected<unsigned long long> ProcessStartTime(int pid) {
   std::istringstream fields(line.substr(close + 2));
   std::string field;
   for (int i = 3; i <= 22 && fields >> field; ++i) {
+    // A zombie has ended; only its parent has not collected it yet (a killed keeper's
+    // parent is init, which may take its time).
+    if (i == 3 && (field == "Z" || field == "X")) return std::unexpected(Error{"/proc/<pid>/stat", "exited", ESRCH});
     if (i == 22) return std::stoull(field);
   }
   return std::unexpected(Error{"parse /proc/<pid>/stat", "too few fields", 0});

@@ -34,7 +34,8 @@ class RunDir {
   std::string path_;
 };
 
-// The kernel's start time of a process, to tell a live runtime from a recycled pid.
+// The kernel's start time of a process, to tell a live runtime from a recycled pid. A zombie
+// counts as gone.
 Expected<unsigned long long> ProcessStartTime(int pid);
 
 // Removes run dirs and cgroups of runtimes that are gone. Safe to call concurrently.

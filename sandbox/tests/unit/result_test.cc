@@ -196,5 +196,41 @@ TEST(CliExitCode, is_125_for_setup_and_internal_errors) {
   EXPECT_EQ(CliExitCode(Killed(Status::kInternalError, 0)), 125);
 }
 
+TEST(ResultFromJson, round_trips_every_field_of_every_status) {
+  for (Status status : kAllStatuses) {
+    RunResult r = Killed(status, status == Status::kExited ? 0 : SIGKILL);
+    if (status == Status::kExited) r.exit_code = 3;
+    r.stdout_data = "out";
+    r.stderr_data = "err";
+    r.stderr_truncated = true;
+    r.usage = {10, 20, 30};
+    r.limits_hit = {"pids", "storage"};
+    r.timings = {1, 4, 2, 3};
+    r.backend = "vm";
+    r.isolation = "tcg";
+    r.Warn("w");
+    if (status == Status::kSetupError) r.error = "what failed";
+    auto back = ResultFromJson(ToJson(r));
+    ASSERT_TRUE(back) << back.error().ToString();
+    EXPECT_EQ(ToJson(*back), ToJson(r)) << ToString(status);
+  }
+}
+
+TEST(ResultFromJson, names_a_missing_or_mistyped_field) {
+  json j = ToJson(Exited(0));
+  j.erase("timings");
+  auto missing = ResultFromJson(j);
+  ASSERT_FALSE(missing);
+  EXPECT_EQ(missing.error().where, "timings");
+  j = ToJson(Exited(0));
+  j["stdout"] = 5;
+  auto mistyped = ResultFromJson(j);
+  ASSERT_FALSE(mistyped);
+  EXPECT_EQ(mistyped.error().where, "stdout");
+  j = ToJson(Exited(0));
+  j["status"] = "finished";
+  EXPECT_FALSE(ResultFromJson(j));
+}
+
 }  // namespace
 }  // namespace smolbox

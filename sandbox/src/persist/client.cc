@@ -1,0 +1,131 @@
+#include "client.h"
+
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include "sandbox_state.h"
+#include "state.h"
+#include "workspace.h"
+
+namespace smolbox::persist {
+namespace {
+
+// A stop tears the sandbox down: an agent's, or a VM's power-off.
+constexpr int kStopTimeoutSec = 60;
+constexpr int kKeeperExitWaitMs = 10000;
+
+Expected<UniqueFd> Connect(int dir_fd) {
+  UniqueFd fd(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (!fd.valid()) return std::unexpected(Error::Sys("socket"));
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::string path = PathInDir(dir_fd, kControlSocket);
+  if (path.size() >= sizeof addr.sun_path) return std::unexpected(Error{"control socket", "path too long", 0});
+  path.copy(addr.sun_path, path.size());
+  if (connect(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+    return std::unexpected(Error::Sys("connect to the sandbox's keeper"));
+  }
+  return fd;
+}
+
+RunResult Refused(std::string error) {
+  RunResult result;
+  result.status = Status::kSetupError;
+  result.error = std::move(error);
+  return result;
+}
+
+std::string Dead(const std::string& name, const std::string& reason) {
+  return fmt::format("sandbox {:?} is dead: {}; smolbox rm {} removes it", name, reason, name);
+}
+
+// Waits for the keeper to exit, killing it if it does not within the wait.
+void AwaitKeeperExit(const KeeperInfo& info, bool kill_now) {
+  UniqueFd pidfd(static_cast<int>(syscall(SYS_pidfd_open, info.pid, 0)));
+  // The pid may have been recycled between the check and the open: check again through it.
+  if (!pidfd.valid() || !KeeperAlive(info)) return;
+  if (kill_now) syscall(SYS_pidfd_send_signal, pidfd.get(), SIGKILL, nullptr, 0);
+  pollfd fd{pidfd.get(), POLLIN, 0};
+  if (poll(&fd, 1, kKeeperExitWaitMs) > 0) return;
+  syscall(SYS_pidfd_send_signal, pidfd.get(), SIGKILL, nullptr, 0);
+  poll(&fd, 1, kKeeperExitWaitMs);
+}
+
+// Asks the keeper to tear its sandbox down; false when it could not be asked or did not answer.
+bool AskToStop(int dir_fd) {
+  auto conn = Connect(dir_fd);
+  if (!conn) return false;
+  timeval timeout{kStopTimeoutSec, 0};
+  setsockopt(conn->get(), SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
+  if (!channel::WriteMessage(conn->get(), {{{"type", "stop"}}, ""})) return false;
+  auto reply = channel::ReadMessage(conn->get());
+  return reply && *reply && (*reply)->Type() == "stopped";
+}
+
+}  // namespace
+
+Expected<std::string> ReadStdinFile(const std::string& path) {
+  RunSpec spec;
+  spec.stdin_file = path;
+  return ns::ReadStdin(spec);
+}
+
+RunResult ExecInSandbox(const std::string& name, const ExecOrder& order) {
+  auto dir = OpenSandboxDir(name);
+  if (!dir) return Refused(dir.error().ToString());
+  auto lock = TryLock(dir->get());
+  if (!lock) return Refused(lock.error().ToString());
+  if (!lock->valid()) {
+    return Refused(fmt::format("sandbox {:?} is busy: another exec is running in it (execs into one sandbox "
+                               "run one at a time; try again when it ends)", name));
+  }
+  auto listing = Inspect(name, dir->get());
+  if (!listing.info) return Refused(Dead(name, listing.reason));
+  if (auto reason = ReadDeathReason(dir->get())) return Refused(Dead(name, *reason));
+  if (!KeeperAlive(*listing.info)) return Refused(Dead(name, "its keeper process is gone"));
+  auto conn = Connect(dir->get());
+  if (!conn) return Refused(Dead(name, conn.error().ToString()));
+  if (auto sent = channel::WriteMessage(conn->get(), EncodeExecOrder(order)); !sent) {
+    return Refused(Dead(name, sent.error().ToString()));
+  }
+  auto result = ReceiveResult(conn->get());
+  if (!result) {
+    RunResult broken;
+    broken.status = Status::kInternalError;
+    broken.error = fmt::format("sandbox {:?}: {}", name, result.error().ToString());
+    return broken;
+  }
+  return *result;
+}
+
+Expected<void> RemoveSandbox(const std::string& name, bool force) {
+  auto dir = OpenSandboxDir(name);
+  if (!dir) return std::unexpected(dir.error());
+  auto lock = TryLock(dir->get());
+  if (!lock) return std::unexpected(lock.error());
+  bool busy = !lock->valid();
+  auto info = ReadInfo(dir->get());
+  if (busy && !info) {
+    return std::unexpected(Error{"name", fmt::format("sandbox {:?} is still starting; try again when it is up", name), 0});
+  }
+  if (busy && !force) {
+    return std::unexpected(Error{"name", fmt::format("sandbox {:?} is busy: an exec is running in it; smolbox rm --force {} "
+                                                     "ends it", name, name), 0});
+  }
+  if (info && KeeperAlive(*info)) {
+    // A busy keeper is mid-exec and cannot answer; an idle one tears down in order.
+    bool stopped = !busy && AskToStop(dir->get());
+    AwaitKeeperExit(*info, !stopped);
+  }
+  // Whatever a killed keeper left: its run directory, its cgroups.
+  ns::SweepStaleRuns();
+  return RemoveSandboxDir(name);
+}
+
+}  // namespace smolbox::persist

@@ -1,0 +1,84 @@
+#include "control_protocol.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+namespace smolbox::persist {
+namespace {
+
+// Well under the channel's frame limit, so any output cap fits in some number of frames.
+constexpr size_t kOutputChunkBytes = 8 << 20;
+
+Expected<void> SendOutput(int fd, int stream, const std::string& data) {
+  for (size_t offset = 0; offset < data.size(); offset += kOutputChunkBytes) {
+    channel::Message m{{{"type", "output"}, {"fd", stream}}, data.substr(offset, kOutputChunkBytes)};
+    if (auto ok = channel::WriteMessage(fd, m); !ok) return ok;
+  }
+  return {};
+}
+
+}  // namespace
+
+channel::Message EncodeExecOrder(const ExecOrder& order) {
+  nlohmann::json header = {{"type", "exec"}, {"argv", order.argv}, {"env", order.env}};
+  if (order.workdir) header["workdir"] = *order.workdir;
+  if (order.timeout_ms) header["timeout_ms"] = *order.timeout_ms;
+  return {header, order.stdin_data};
+}
+
+Expected<ExecOrder> DecodeExecOrder(const channel::Message& message) {
+  const auto& h = message.header;
+  const char* field = "argv";
+  try {
+    ExecOrder order;
+    order.argv = h.at("argv").get<std::vector<std::string>>();
+    field = "env";
+    order.env = h.at("env").get<std::map<std::string, std::string>>();
+    field = "workdir";
+    if (h.contains("workdir")) order.workdir = h.at("workdir").get<std::string>();
+    field = "timeout_ms";
+    if (h.contains("timeout_ms")) order.timeout_ms = h.at("timeout_ms").get<int64_t>();
+    order.stdin_data = message.tail;
+    return order;
+  } catch (const nlohmann::json::exception& e) {
+    return std::unexpected(Error::Field(field, e.what()));
+  }
+}
+
+Expected<void> SendResult(int fd, const RunResult& result) {
+  if (auto ok = SendOutput(fd, 1, result.stdout_data); !ok) return ok;
+  if (auto ok = SendOutput(fd, 2, result.stderr_data); !ok) return ok;
+  RunResult bare = result;
+  bare.stdout_data.clear();
+  bare.stderr_data.clear();
+  nlohmann::json header = ToJson(bare);
+  header["type"] = "result";
+  return channel::WriteMessage(fd, {header, ""});
+}
+
+Expected<RunResult> ReceiveResult(int fd) {
+  std::string out[2];
+  for (;;) {
+    auto message = channel::ReadMessage(fd);
+    if (!message) return std::unexpected(message.error());
+    if (!*message) return std::unexpected(Error{"sandbox", "its keeper closed the connection before the result", 0});
+    const auto& m = **message;
+    if (m.Type() == "output") {
+      int stream = m.header.value("fd", 0);
+      if (stream != 1 && stream != 2) return std::unexpected(Error{"sandbox", "output for an unknown stream", 0});
+      out[stream - 1] += m.tail;
+      continue;
+    }
+    if (m.Type() != "result") {
+      return std::unexpected(Error{"sandbox", fmt::format("unexpected message {:?} from its keeper", m.Type()), 0});
+    }
+    auto result = ResultFromJson(m.header);
+    if (!result) return result;
+    result->stdout_data = std::move(out[0]);
+    result->stderr_data = std::move(out[1]);
+    return result;
+  }
+}
+
+}  // namespace smolbox::persist

@@ -1,0 +1,272 @@
+#include "keeper.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/file.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <ctime>
+#include <memory>
+
+#include <fmt/format.h>
+
+#include "control_protocol.h"
+#include "sandbox_state.h"
+#include "smolbox/backend.h"
+#include "state.h"
+
+namespace smolbox::persist {
+namespace {
+
+constexpr int kListenBacklog = 8;
+// A client that connects must send its request promptly; it cannot stall the keeper.
+constexpr int kRequestTimeoutSec = 10;
+
+std::string NowIso8601() {
+  std::time_t now = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&now, &tm);
+  char text[32];
+  std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return text;
+}
+
+RunResult SetupFailure(RunResult result, const Error& error) {
+  result.status = Status::kSetupError;
+  result.error = error.ToString();
+  return result;
+}
+
+Expected<UniqueFd> Listen(int dir_fd) {
+  UniqueFd fd(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (!fd.valid()) return std::unexpected(Error::Sys("socket"));
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::string path = PathInDir(dir_fd, kControlSocket);
+  if (path.size() >= sizeof addr.sun_path) return std::unexpected(Error{"control socket", "path too long", 0});
+  path.copy(addr.sun_path, path.size());
+  // The directory is 0700: only this user can reach the socket; peers are checked on accept too.
+  if (bind(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+    return std::unexpected(Error::Sys("bind the control socket"));
+  }
+  if (listen(fd.get(), kListenBacklog) != 0) return std::unexpected(Error::Sys("listen on the control socket"));
+  return fd;
+}
+
+// SIGTERM, SIGINT and SIGHUP end the keeper cleanly, between requests.
+Expected<UniqueFd> StopSignals() {
+  sigset_t set;
+  sigemptyset(&set);
+  for (int sig : {SIGTERM, SIGINT, SIGHUP}) sigaddset(&set, sig);
+  if (sigprocmask(SIG_BLOCK, &set, nullptr) != 0) return std::unexpected(Error::Sys("sigprocmask"));
+  UniqueFd fd(signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK));
+  if (!fd.valid()) return std::unexpected(Error::Sys("signalfd"));
+  return fd;
+}
+
+bool PeerIsOurUser(int fd) {
+  ucred cred{};
+  socklen_t len = sizeof cred;
+  return getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0 && cred.uid == geteuid();
+}
+
+class Keeper {
+ public:
+  Keeper(int dir_fd, RunSpec spec, std::unique_ptr<Session> session, UniqueFd listener, UniqueFd signals)
+      : dir_fd_(dir_fd), spec_(std::move(spec)), session_(std::move(session)), listener_(std::move(listener)),
+        signals_(std::move(signals)) {}
+
+  // Serves until stopped, or until the sandbox dies.
+  void Serve() {
+    for (;;) {
+      pollfd fds[3] = {{listener_.get(), POLLIN, 0}, {session_->death_fd(), POLLIN, 0}, {signals_.get(), POLLIN, 0}};
+      if (poll(fds, 3, -1) < 0) {
+        if (errno == EINTR) continue;
+        return Die(fmt::format("its keeper failed to poll: {}", strerror(errno)));
+      }
+      if (fds[1].revents != 0) return Die(session_->DeathReason());
+      if (fds[2].revents != 0) {
+        signalfd_siginfo info{};
+        (void)!read(signals_.get(), &info, sizeof info);
+        return Die(fmt::format("its keeper was stopped by signal {} ({})", info.ssi_signo, strsignal(static_cast<int>(info.ssi_signo))));
+      }
+      if (fds[0].revents != 0 && !Accept()) return;
+    }
+  }
+
+ private:
+  // False once the keeper should exit (a stop was served).
+  bool Accept() {
+    UniqueFd client(accept4(listener_.get(), nullptr, nullptr, SOCK_CLOEXEC));
+    if (!client.valid() || !PeerIsOurUser(client.get())) return true;
+    timeval timeout{kRequestTimeoutSec, 0};
+    setsockopt(client.get(), SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
+    auto message = channel::ReadMessage(client.get());
+    if (!message || !*message) return true;
+    const auto& m = **message;
+    if (m.Type() == "stop") {
+      session_.reset();
+      unlinkat(dir_fd_, kControlSocket, 0);
+      (void)channel::WriteMessage(client.get(), {{{"type", "stopped"}}, ""});
+      return false;
+    }
+    RunResult result;
+    if (m.Type() != "exec") {
+      result = SetupFailure(result, Error{"request", fmt::format("unknown request {:?}", m.Type()), 0});
+    } else {
+      result = Exec(m);
+    }
+    // A client that went away meanwhile costs nothing but this write's EPIPE.
+    (void)SendResult(client.get(), result);
+    return true;
+  }
+
+  RunResult Exec(const channel::Message& message) {
+    auto order = DecodeExecOrder(message);
+    if (!order) return SetupFailure({}, order.error());
+    RunSpec spec = spec_;
+    spec.argv = order->argv;
+    for (const auto& [key, value] : order->env) spec.env.insert_or_assign(key, value);
+    if (order->workdir) spec.workdir = *order->workdir;
+    if (order->timeout_ms) spec.limits.timeout_ms = *order->timeout_ms;
+    if (auto ok = ValidateRunSpec(spec); !ok) return SetupFailure({}, ok.error());
+    return session_->Exec(spec, std::move(order->stdin_data));
+  }
+
+  void Die(const std::string& reason) {
+    session_.reset();
+    unlinkat(dir_fd_, kControlSocket, 0);
+    (void)WriteDeathReason(dir_fd_, reason + "\n");
+  }
+
+  int dir_fd_;
+  RunSpec spec_;
+  std::unique_ptr<Session> session_;
+  UniqueFd listener_;
+  UniqueFd signals_;
+};
+
+void ReportToCreator(int report_fd, const std::string& type, const RunResult& result) {
+  nlohmann::json header = ToJson(result);
+  header["type"] = type;
+  (void)channel::WriteMessage(report_fd, {header, ""});
+}
+
+// The keeper's life, in the forked child. Reports "created" or "failed" on report_fd.
+int KeeperMain(int dir_fd, const RunSpec& spec, UniqueFd report) {
+  signal(SIGPIPE, SIG_IGN);
+  RunResult setup;
+  auto signals = StopSignals();
+  if (!signals) {
+    ReportToCreator(report.get(), "failed", SetupFailure(setup, signals.error()));
+    return 1;
+  }
+  auto backend = MakeBackend(spec.backend);
+  if (!backend) {
+    ReportToCreator(report.get(), "failed", SetupFailure(setup, backend.error()));
+    return 1;
+  }
+  std::unique_ptr<Session> session = (*backend)->Start(spec, setup);
+  if (!session) {
+    ReportToCreator(report.get(), "failed", setup);
+    return 1;
+  }
+  auto listener = Listen(dir_fd);
+  auto start = ns::ProcessStartTime(getpid());
+  if (!listener || !start) {
+    ReportToCreator(report.get(), "failed", SetupFailure(setup, listener ? start.error() : listener.error()));
+    return 1;
+  }
+  KeeperInfo info{setup.backend, setup.isolation, NowIso8601(), getpid(), *start};
+  if (auto ok = WriteInfo(dir_fd, info); !ok) {
+    ReportToCreator(report.get(), "failed", SetupFailure(setup, ok.error()));
+    return 1;
+  }
+  setup.status = Status::kExited;
+  setup.exit_code = 0;
+  ReportToCreator(report.get(), "created", setup);
+  report.Reset();
+  Keeper(dir_fd, spec, std::move(session), std::move(*listener), std::move(*signals)).Serve();
+  return 0;
+}
+
+// The keeper must not hold the creator's terminal or pipes: a caller reading the CLI's output
+// to EOF would otherwise wait for the sandbox's whole life.
+void Detach() {
+  setsid();
+  int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+  for (int fd = 0; fd <= 2; ++fd) dup2(null, fd);
+  if (null > 2) close(null);
+}
+
+}  // namespace
+
+RunResult CreateSandbox(const std::string& name, const RunSpec& spec) {
+  RunResult failed;
+  failed.status = Status::kSetupError;
+  auto fail = [&](const Error& error) {
+    failed.error = error.ToString();
+    return failed;
+  };
+  if (auto ok = ValidateName(name); !ok) return fail(ok.error());
+  auto sandboxes = SandboxesDir();
+  if (!sandboxes) return fail(sandboxes.error());
+  std::string path = *sandboxes + "/" + name;
+  if (mkdir(path.c_str(), 0700) != 0) {
+    if (errno == EEXIST) {
+      return fail(Error{"name", fmt::format("a sandbox named {:?} already exists (smolbox ls; smolbox rm {})", name, name), 0});
+    }
+    return fail(Error::Sys("mkdir " + path));
+  }
+  auto dir = OpenSandboxDir(name);
+  auto lock = dir ? TryLock(dir->get()) : std::unexpected(dir.error());
+  if (!lock || !lock->valid()) {
+    if (dir) (void)RemoveSandboxDir(name);
+    return fail(lock ? Error{"name", "the new sandbox's lock is taken", 0} : lock.error());
+  }
+  int pipe_fds[2];
+  if (pipe2(pipe_fds, O_CLOEXEC) != 0) {
+    (void)RemoveSandboxDir(name);
+    return fail(Error::Sys("pipe"));
+  }
+  UniqueFd report_read(pipe_fds[0]);
+  UniqueFd report_write(pipe_fds[1]);
+  std::fflush(nullptr);
+  pid_t keeper = fork();
+  if (keeper < 0) {
+    (void)RemoveSandboxDir(name);
+    return fail(Error::Sys("fork the keeper"));
+  }
+  if (keeper == 0) {
+    report_read.Reset();
+    // The creator holds the lock until the sandbox is ready; this copy must not keep it after.
+    lock->Reset();
+    Detach();
+    _exit(KeeperMain(dir->get(), spec, std::move(report_write)));
+  }
+  report_write.Reset();
+  auto message = channel::ReadMessage(report_read.get());
+  if (message && *message && (*message)->Type() == "created") {
+    auto result = ResultFromJson((*message)->header);
+    if (result) return *result;
+  }
+  // The keeper failed (and exits) or died: collect it, then everything it may have left.
+  while (waitpid(keeper, nullptr, 0) < 0 && errno == EINTR) {
+  }
+  ns::SweepStaleRuns();
+  (void)RemoveSandboxDir(name);
+  if (message && *message) {
+    auto result = ResultFromJson((*message)->header);
+    if (result) return *result;
+  }
+  return fail(Error{"create", "the sandbox's keeper died while starting it", 0});
+}
+
+}  // namespace smolbox::persist

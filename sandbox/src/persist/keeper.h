@@ -1,0 +1,27 @@
+// The keeper: the process that holds a persistent sandbox. `smolbox create` forks it; it
+// starts the sandbox (a Session: ns keeps its namespaces, mounts, cgroup and agent; vm keeps
+// its QEMU and agent), then serves exec and stop requests on the sandbox's control socket
+// until stopped. It outlives the CLI that created it.
+//
+// Execs run one at a time: `smolbox exec` holds the sandbox's lock for an exec's length, and a
+// second exec meanwhile is told the sandbox is busy rather than queued behind it.
+//
+// When the agent or VM dies on its own, or the keeper gets SIGTERM, SIGINT or SIGHUP, the
+// keeper tears the sandbox down, writes why into `dead`, and exits; `smolbox rm` then removes
+// what is left. A keeper killed outright takes its agent or QEMU with it (PDEATHSIG), and the
+// next sweep (ns::SweepStaleRuns) removes its run directory and cgroups.
+#pragma once
+
+#include <string>
+
+#include "smolbox/result.h"
+#include "smolbox/spec.h"
+
+namespace smolbox::persist {
+
+// Creates the sandbox `name` from spec (its argv unused) and returns once it is ready or has
+// failed: the result is the setup's (backend, isolation, timings, warnings), with status
+// kExited on success and kSetupError, and nothing left behind, on failure.
+RunResult CreateSandbox(const std::string& name, const RunSpec& spec);
+
+}  // namespace smolbox::persist

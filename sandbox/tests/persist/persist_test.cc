@@ -1,0 +1,409 @@
+// Persistent sandboxes through the real CLI: smolbox create / exec / ls / rm, on the ns backend
+// (and the vm backend under TCG at the end), with their failure modes and what rm leaves.
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <functional>
+#include <sstream>
+#include <fstream>
+#include <set>
+#include <thread>
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include "client.h"
+#include "ns/smolbox_runner.h"
+
+namespace smolbox::testing {
+namespace {
+
+constexpr const char* kPython = "/usr/bin/python3";
+constexpr const char* kSandboxes = "/run/smolbox/sandboxes";
+constexpr const char* kRuns = "/run/smolbox/runs";
+
+std::string NewName() { return "t-" + RandomToken().substr(0, 16); }
+
+// Removes the sandbox whatever the test did, so that a failed test leaves nothing running.
+class Sandbox {
+ public:
+  explicit Sandbox(std::vector<std::string> options = {}) : name_(NewName()) {
+    std::vector<std::string> args = {"create", "--json", name_};
+    args.insert(args.end(), options.begin(), options.end());
+    created_ = RunSmolbox(args);
+  }
+  ~Sandbox() { RunSmolbox({"rm", "--force", name_}); }
+  const std::string& name() const { return name_; }
+  const Invocation& created() const { return created_; }
+
+ private:
+  std::string name_;
+  Invocation created_;
+};
+
+Invocation Exec(const std::string& name, const std::vector<std::string>& options, const std::vector<std::string>& command) {
+  std::vector<std::string> args = {"exec", "--json"};
+  args.insert(args.end(), options.begin(), options.end());
+  args.push_back(name);
+  args.push_back("--");
+  args.insert(args.end(), command.begin(), command.end());
+  return RunSmolbox(args);
+}
+
+nlohmann::json Listed(const std::string& name) {
+  auto ls = RunSmolbox({"ls", "--json"});
+  auto all = nlohmann::json::parse(ls.out, nullptr, false);
+  if (all.is_array()) {
+    for (const auto& box : all) {
+      if (box.value("name", "") == name) return box;
+    }
+  }
+  return nullptr;
+}
+
+pid_t KeeperPid(const std::string& name) {
+  auto info = nlohmann::json::parse(ReadFileOrEmpty(std::string(kSandboxes) + "/" + name + "/info.json"), nullptr, false);
+  return info.is_object() ? info.value("keeper_pid", 0) : 0;
+}
+
+bool Running(pid_t pid) {
+  std::string stat = ReadFileOrEmpty("/proc/" + std::to_string(pid) + "/stat");
+  auto close = stat.rfind(')');
+  return close != std::string::npos && stat.size() > close + 2 && stat[close + 2] != 'Z' && stat[close + 2] != 'X';
+}
+
+std::vector<pid_t> ChildrenOf(pid_t pid) {
+  std::vector<pid_t> out;
+  std::istringstream in(ReadFileOrEmpty(fmt::format("/proc/{}/task/{}/children", pid, pid)));
+  for (pid_t child; in >> child;) out.push_back(child);
+  return out;
+}
+
+// The run directory (and so the cgroup name) of the sandbox that `keeper` holds.
+std::string RunIdOf(pid_t keeper) {
+  if (!std::filesystem::exists(kRuns)) return "";
+  for (const auto& run : std::filesystem::directory_iterator(kRuns)) {
+    if (ReadFileOrEmpty(run.path().string() + "/owner").rfind(std::to_string(keeper) + " ", 0) == 0) {
+      return run.path().filename();
+    }
+  }
+  return "";
+}
+
+std::vector<std::string> CgroupsNamed(const std::string& fragment) {
+  std::vector<std::string> found;
+  for (const char* root : {"/sys/fs/cgroup/memory", "/sys/fs/cgroup/pids", "/sys/fs/cgroup/cpu", "/sys/fs/cgroup/unified"}) {
+    if (!std::filesystem::exists(root)) continue;
+    for (const auto& entry : std::filesystem::recursive_directory_iterator(
+             root, std::filesystem::directory_options::skip_permission_denied)) {
+      if (entry.is_directory() && entry.path().filename().string().find(fragment) != std::string::npos) {
+        found.push_back(entry.path());
+      }
+    }
+  }
+  return found;
+}
+
+void WaitUntil(const std::function<bool()>& done, int tenths = 100) {
+  for (int i = 0; i < tenths && !done(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+}
+
+// Everything a sandbox held is gone: keeper and its children, state dir, run dir, cgroups.
+void ExpectNoTrace(const std::string& name, pid_t keeper, const std::vector<pid_t>& children, const std::string& run_id) {
+  EXPECT_FALSE(std::filesystem::exists(std::string(kSandboxes) + "/" + name)) << "state dir left";
+  WaitUntil([&] { return !Running(keeper); }, 50);
+  EXPECT_FALSE(Running(keeper)) << "keeper left running";
+  for (pid_t child : children) {
+    WaitUntil([&] { return !Running(child); }, 50);
+    EXPECT_FALSE(Running(child)) << "the keeper's child " << child << " left running";
+  }
+  ASSERT_FALSE(run_id.empty());
+  EXPECT_FALSE(std::filesystem::exists(std::string(kRuns) + "/" + run_id)) << "run dir left";
+  EXPECT_EQ(CgroupsNamed(run_id), std::vector<std::string>{}) << "cgroups left";
+}
+
+TEST(Persistent, create_exec_ls_rm_keep_state_between_execs_and_leave_nothing) {
+  std::string marker = RandomToken();
+  std::string name;
+  pid_t keeper = 0;
+  std::vector<pid_t> children;
+  std::string run_id;
+  {
+    Sandbox box({"--backend", "ns", "-e", "GREETING=" + marker});
+    name = box.name();
+    ASSERT_EQ(box.created().exit_code, 0) << box.created().out << box.created().err;
+    EXPECT_EQ(box.created().result.value("status", ""), "created");
+    EXPECT_EQ(box.created().result.value("backend", ""), "ns");
+    // The sandbox outlives the CLI that created it.
+    keeper = KeeperPid(name);
+    ASSERT_GT(keeper, 0);
+    EXPECT_TRUE(Running(keeper));
+    children = ChildrenOf(keeper);
+    EXPECT_EQ(children.size(), 1u) << "the agent";
+    run_id = RunIdOf(keeper);
+    EXPECT_FALSE(run_id.empty());
+    EXPECT_EQ(Listed(name).value("status", ""), "running");
+    auto first = Exec(name, {}, {kPython, "-c", "import os\nopen('/tmp/kept', 'w').write(os.environ['GREETING'])\nprint(42)"});
+    ASSERT_EQ(first.result.value("status", ""), "exited") << first.out << first.err;
+    EXPECT_EQ(first.result["stdout"], "42\n");
+    EXPECT_EQ(first.result["backend"], "ns");
+    auto second = Exec(name, {"-e", "EXTRA=1"}, {"/bin/sh", "-c", "cat /tmp/kept; echo \" $EXTRA\""});
+    EXPECT_EQ(second.result.value("stdout", ""), marker + " 1\n") << second.out << second.err;
+    auto exit_code = Exec(name, {}, {"/bin/sh", "-c", "exit 7"});
+    EXPECT_EQ(exit_code.exit_code, 7);
+    auto rm = RunSmolbox({"rm", name});
+    EXPECT_EQ(rm.exit_code, 0) << rm.err;
+    EXPECT_TRUE(Listed(name).is_null());
+  }
+  ExpectNoTrace(name, keeper, children, run_id);
+}
+
+TEST(Persistent, each_exec_has_its_own_timeout_and_the_sandbox_survives_it) {
+  Sandbox box({"--backend", "ns", "--timeout", "30s"});
+  ASSERT_EQ(box.created().exit_code, 0) << box.created().err;
+  auto start = std::chrono::steady_clock::now();
+  auto slow = Exec(box.name(), {"--timeout", "1s"}, {kPython, "-c", "while True: pass"});
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_EQ(slow.result.value("status", ""), "timeout") << slow.out << slow.err;
+  EXPECT_EQ(slow.exit_code, 124);
+  EXPECT_LT(seconds, 5.0);
+  auto next = Exec(box.name(), {}, {"/bin/echo", "alive"});
+  EXPECT_EQ(next.result.value("stdout", ""), "alive\n") << next.out << next.err;
+}
+
+TEST(Persistent, sandbox_wide_limits_hold_in_each_exec_and_are_judged_per_exec) {
+  Sandbox box({"--backend", "ns", "--mem", "64M", "--pids", "16"});
+  ASSERT_EQ(box.created().exit_code, 0) << box.created().err;
+  auto hog = Exec(box.name(), {}, {kPython, "-c", "b = bytearray(160 << 20)\nfor i in range(0, len(b), 4096): b[i] = 1"});
+  EXPECT_EQ(hog.result.value("status", ""), "memory_limit") << hog.out << hog.err;
+  auto bomb = Exec(box.name(), {}, {"/bin/sh", "-c", "for i in $(seq 40); do sleep 2 & done; wait"});
+  EXPECT_NE(bomb.result["limits_hit"].dump().find("pids"), std::string::npos) << bomb.out;
+  auto next = Exec(box.name(), {}, {"/bin/echo", "ok"});
+  EXPECT_EQ(next.result.value("status", ""), "exited") << next.out << next.err;
+  EXPECT_EQ(next.result["limits_hit"], nlohmann::json::array()) << "an earlier exec's limit hit is not this one's";
+}
+
+TEST(Persistent, a_second_exec_while_one_runs_is_told_the_sandbox_is_busy) {
+  Sandbox box({"--backend", "ns"});
+  ASSERT_EQ(box.created().exit_code, 0) << box.created().err;
+  std::thread slow([&] { Exec(box.name(), {}, {"/bin/sleep", "3"}); });
+  WaitUntil([&] { return Listed(box.name()).value("status", "") == "busy"; }, 30);
+  EXPECT_EQ(Listed(box.name()).value("status", ""), "busy");
+  auto second = Exec(box.name(), {}, {"/bin/echo", "second"});
+  EXPECT_EQ(second.exit_code, 125);
+  EXPECT_EQ(second.result.value("status", ""), "setup_error");
+  EXPECT_NE(second.result.value("error", "").find("busy"), std::string::npos) << second.out;
+  auto rm = RunSmolbox({"rm", box.name()});
+  EXPECT_EQ(rm.exit_code, 125);
+  EXPECT_NE(rm.err.find("--force"), std::string::npos) << rm.err;
+  slow.join();
+  auto after = Exec(box.name(), {}, {"/bin/echo", "after"});
+  EXPECT_EQ(after.result.value("stdout", ""), "after\n") << after.err;
+}
+
+TEST(Persistent, name_clash_unknown_name_bad_name_and_a_command_to_create_are_clear_errors) {
+  Sandbox box({"--backend", "ns"});
+  ASSERT_EQ(box.created().exit_code, 0) << box.created().err;
+  auto clash = RunSmolbox({"create", box.name()});
+  EXPECT_EQ(clash.exit_code, 125);
+  EXPECT_NE(clash.err.find("already exists"), std::string::npos) << clash.err;
+  EXPECT_EQ(Listed(box.name()).value("status", ""), "running") << "the clash must not hurt the first";
+  std::string unknown = NewName();
+  for (const auto& args : std::vector<std::vector<std::string>>{{"exec", unknown, "--", "/bin/true"}, {"rm", unknown}}) {
+    auto run = RunSmolbox(args);
+    EXPECT_EQ(run.exit_code, 125);
+    EXPECT_NE(run.err.find("no sandbox named"), std::string::npos) << run.err;
+  }
+  for (const char* bad : {"../escape", ".hidden", "a/b", ""}) {
+    auto run = RunSmolbox({"create", bad});
+    EXPECT_EQ(run.exit_code, 125) << bad;
+    EXPECT_NE(run.err.find("name"), std::string::npos) << run.err;
+  }
+  EXPECT_FALSE(std::filesystem::exists("/run/smolbox/escape"));
+  auto with_command = RunSmolbox({"create", NewName(), "--", "/bin/true"});
+  EXPECT_EQ(with_command.exit_code, 125);
+  auto bad_limit = RunSmolbox({"create", NewName(), "--mem", "1T"});
+  EXPECT_EQ(bad_limit.exit_code, 125);
+  EXPECT_NE(bad_limit.err.find("memory"), std::string::npos) << bad_limit.err;
+}
+
+TEST(Persistent, a_sandbox_whose_agent_died_is_dead_refuses_execs_and_rm_cleans_it_up) {
+  Sandbox box({"--backend", "ns"});
+  ASSERT_EQ(box.created().exit_code, 0) << box.created().err;
+  pid_t keeper = KeeperPid(box.name());
+  auto children = ChildrenOf(keeper);
+  std::string run_id = RunIdOf(keeper);
+  ASSERT_EQ(children.size(), 1u);
+  kill(children[0], SIGKILL);
+  WaitUntil([&] { return Listed(box.name()).value("status", "") == "dead"; }, 50);
+  auto listed = Listed(box.name());
+  EXPECT_EQ(listed.value("status", ""), "dead") << listed;
+  EXPECT_NE(listed.value("reason", "").find("agent"), std::string::npos) << listed;
+  auto exec = Exec(box.name(), {}, {"/bin/true"});
+  EXPECT_EQ(exec.exit_code, 125);
+  EXPECT_NE(exec.result.value("error", "").find("is dead"), std::string::npos) << exec.out;
+  EXPECT_NE(exec.result.value("error", "").find("smolbox rm"), std::string::npos) << exec.out;
+  auto rm = RunSmolbox({"rm", box.name()});
+  EXPECT_EQ(rm.exit_code, 0) << rm.err;
+  ExpectNoTrace(box.name(), keeper, children, run_id);
+}
+
+TEST(Persistent, a_killed_keeper_shows_dead_takes_its_agent_along_and_rm_cleans_up) {
+  Sandbox box({"--backend", "ns"});
+  ASSERT_EQ(box.created().exit_code, 0) << box.created().err;
+  pid_t keeper = KeeperPid(box.name());
+  auto children = ChildrenOf(keeper);
+  std::string run_id = RunIdOf(keeper);
+  kill(keeper, SIGKILL);
+  WaitUntil([&] { return !Running(keeper); });
+  auto listed = Listed(box.name());
+  EXPECT_EQ(listed.value("status", ""), "dead") << listed;
+  EXPECT_NE(listed.value("reason", "").find("keeper"), std::string::npos) << listed;
+  auto rm = RunSmolbox({"rm", box.name()});
+  EXPECT_EQ(rm.exit_code, 0) << rm.err;
+  ExpectNoTrace(box.name(), keeper, children, run_id);
+}
+
+TEST(Persistent, rm_force_ends_a_sandbox_in_the_middle_of_an_exec) {
+  Sandbox box({"--backend", "ns"});
+  ASSERT_EQ(box.created().exit_code, 0) << box.created().err;
+  pid_t keeper = KeeperPid(box.name());
+  auto children = ChildrenOf(keeper);
+  std::string run_id = RunIdOf(keeper);
+  Invocation slow;
+  std::thread exec([&] { slow = Exec(box.name(), {}, {"/bin/sleep", "30"}); });
+  WaitUntil([&] { return Listed(box.name()).value("status", "") == "busy"; }, 30);
+  auto rm = RunSmolbox({"rm", "--force", box.name()});
+  exec.join();
+  EXPECT_EQ(rm.exit_code, 0) << rm.err;
+  EXPECT_LT(slow.seconds, 10.0);
+  EXPECT_EQ(slow.exit_code, 125) << slow.out << slow.err;
+  ExpectNoTrace(box.name(), keeper, children, run_id);
+}
+
+TEST(Persistent, rw_volumes_copy_back_after_each_exec_and_ro_ones_stay_read_only) {
+  TempDir out;
+  TempDir in;
+  in.Write("input.txt", "data");
+  Sandbox box({"--backend", "ns", "-v", out.path() + ":/out", "-v", in.path() + ":/in:ro"});
+  ASSERT_EQ(box.created().exit_code, 0) << box.created().err;
+  auto first = Exec(box.name(), {}, {"/bin/sh", "-c", "cp /in/input.txt /out/first.txt"});
+  ASSERT_EQ(first.result.value("status", ""), "exited") << first.out << first.err;
+  EXPECT_EQ(ReadFileOrEmpty(out.path() + "/first.txt"), "data") << "copied back before rm";
+  auto second = Exec(box.name(), {}, {"/bin/sh", "-c", "echo two > /out/second.txt; echo x > /in/nope"});
+  EXPECT_NE(second.result.value("exit_code", 0), 0);
+  EXPECT_EQ(ReadFileOrEmpty(out.path() + "/second.txt"), "two\n");
+  EXPECT_FALSE(std::filesystem::exists(in.path() + "/nope"));
+}
+
+TEST(Persistent, stdin_and_binary_output_travel_byte_for_byte) {
+  TempDir dir;
+  std::string input = "line one\nzwei \xc3\xa4\n";
+  std::string path = dir.Write("stdin.txt", input);
+  Sandbox box({"--backend", "ns"});
+  ASSERT_EQ(box.created().exit_code, 0) << box.created().err;
+  auto cat = RunSmolbox({"exec", "--stdin", path, box.name(), "--", "/bin/cat"});
+  EXPECT_EQ(cat.out, input);
+  auto binary = RunSmolbox({"exec", box.name(), "--", "/usr/bin/printf", "\\377\\000\\376"});
+  EXPECT_EQ(binary.out, std::string("\xff\0\xfe", 3));
+}
+
+TEST(Persistent, an_unprivileged_user_gets_a_persistent_sandbox_of_its_own) {
+  constexpr uid_t kNobody = 65534;
+  std::string name = NewName();
+  auto create = RunSmolbox({"create", name, "--backend", "ns"}, {}, kNobody);
+  ASSERT_EQ(create.exit_code, 0) << create.err;
+  auto exec = RunSmolbox({"exec", name, "--", kPython, "-c", "import os; print(os.getuid())"}, {}, kNobody);
+  EXPECT_EQ(exec.out, "1000\n") << exec.err;
+  // Root's view does not list another user's sandboxes.
+  EXPECT_TRUE(Listed(name).is_null());
+  auto rm = RunSmolbox({"rm", name}, {}, kNobody);
+  EXPECT_EQ(rm.exit_code, 0) << rm.err;
+  auto gone = RunSmolbox({"exec", name, "--", "/bin/true"}, {}, kNobody);
+  EXPECT_NE(gone.err.find("no sandbox named"), std::string::npos) << gone.err;
+}
+
+int CountOpenFds() {
+  int count = 0;
+  for ([[maybe_unused]] const auto& entry : std::filesystem::directory_iterator("/proc/self/fd")) ++count;
+  return count;
+}
+
+int CountBoundLoopDevices() {
+  int count = 0;
+  for (const auto& entry : std::filesystem::directory_iterator("/sys/block")) {
+    if (std::filesystem::exists(entry.path() / "loop" / "backing_file")) ++count;
+  }
+  return count;
+}
+
+size_t CountLines(const std::string& path) {
+  std::string text = ReadFileOrEmpty(path);
+  return static_cast<size_t>(std::count(text.begin(), text.end(), '\n'));
+}
+
+TEST(Persistent, removing_50_sandboxes_in_a_row_leaks_no_fd_mount_cgroup_loop_device_or_process) {
+  constexpr int kCount = 50;
+  size_t mounts_before = CountLines("/proc/self/mountinfo");
+  int loops_before = CountBoundLoopDevices();
+  size_t cgroups_before = CgroupsNamed("smolbox-").size();
+  std::vector<std::string> names;
+  std::vector<pid_t> keepers;
+  for (int i = 0; i < kCount; ++i) {
+    names.push_back(NewName());
+    auto create = RunSmolbox({"create", names.back(), "--backend", "ns", "--storage", "8M"});
+    ASSERT_EQ(create.exit_code, 0) << create.err;
+    keepers.push_back(KeeperPid(names.back()));
+  }
+  EXPECT_EQ(CgroupsNamed("smolbox-").size(), cgroups_before + kCount * CgroupsNamed("smolbox-" + RunIdOf(keepers[0])).size());
+  // Removed by this process, through the same call smolbox rm makes, so that its fds count.
+  int fds_before = CountOpenFds();
+  for (const auto& name : names) {
+    auto removed = persist::RemoveSandbox(name, false);
+    EXPECT_TRUE(removed) << name << ": " << (removed ? "" : removed.error().ToString());
+  }
+  EXPECT_EQ(CountOpenFds(), fds_before);
+  for (pid_t keeper : keepers) {
+    WaitUntil([&] { return !Running(keeper); }, 20);
+    EXPECT_FALSE(Running(keeper));
+  }
+  EXPECT_EQ(CountLines("/proc/self/mountinfo"), mounts_before);
+  EXPECT_EQ(CountBoundLoopDevices(), loops_before);
+  EXPECT_EQ(CgroupsNamed("smolbox-").size(), cgroups_before);
+  for (const auto& name : names) EXPECT_FALSE(std::filesystem::exists(std::string(kSandboxes) + "/" + name));
+}
+
+// The vm backend under TCG: the keeper holds a running VM; each exec is a warm one.
+TEST(PersistentVm, a_vm_sandbox_serves_warm_execs_keeps_its_state_and_dies_with_its_qemu) {
+  Sandbox box({"--backend", "vm", "--accel", "tcg", "--mem", "128M"});
+  ASSERT_EQ(box.created().exit_code, 0) << box.created().out << box.created().err;
+  EXPECT_EQ(box.created().result.value("isolation", ""), "tcg");
+  pid_t keeper = KeeperPid(box.name());
+  auto children = ChildrenOf(keeper);
+  ASSERT_EQ(children.size(), 1u) << "QEMU";
+  EXPECT_NE(ReadFileOrEmpty(fmt::format("/proc/{}/cmdline", children[0])).find("qemu"), std::string::npos);
+  std::string run_id = RunIdOf(keeper);
+  auto first = Exec(box.name(), {}, {kPython, "-c", "open('/tmp/kept', 'w').write('kept')\nprint(42)"});
+  ASSERT_EQ(first.result.value("status", ""), "exited") << first.out << first.err;
+  EXPECT_EQ(first.result["stdout"], "42\n");
+  EXPECT_EQ(first.result["backend"], "vm");
+  EXPECT_EQ(first.result["timings"]["boot_ms"], 0) << "no boot in a warm exec";
+  auto second = Exec(box.name(), {"--timeout", "1s"}, {"/bin/sh", "-c", "cat /tmp/kept; sleep 10"});
+  EXPECT_EQ(second.result.value("status", ""), "timeout") << second.out;
+  EXPECT_EQ(second.result.value("stdout", ""), "kept");
+  kill(children[0], SIGKILL);
+  WaitUntil([&] { return Listed(box.name()).value("status", "") == "dead"; }, 50);
+  auto listed = Listed(box.name());
+  EXPECT_EQ(listed.value("status", ""), "dead") << listed;
+  EXPECT_NE(listed.value("reason", "").find("QEMU"), std::string::npos) << listed;
+  auto rm = RunSmolbox({"rm", box.name()});
+  EXPECT_EQ(rm.exit_code, 0) << rm.err;
+  ExpectNoTrace(box.name(), keeper, children, run_id);
+}
+
+}  // namespace
+}  // namespace smolbox::testing
