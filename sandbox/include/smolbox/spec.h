@@ -52,6 +52,9 @@ struct RunSpec {
   NetworkMode network = NetworkMode::kNone;
   std::vector<Mount> mounts;
   UserKind user = UserKind::kSandbox;
+  // vm backend: restore the guest from a boot snapshot instead of booting it, making the
+  // snapshot on the first run (docs/guest.md, "Boot snapshot"). false: always a clean boot.
+  bool vm_snapshot = true;
 };
 
 // Parses JSON; unknown fields and wrong types are errors naming the field.

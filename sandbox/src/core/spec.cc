@@ -113,6 +113,13 @@ Expected<void> SetInteger(const json& v, const std::string& path, T& out) {
   return {};
 }
 
+template <auto Member, typename T>
+Expected<void> SetBool(const json& v, const std::string& path, T& out) {
+  if (!v.is_boolean()) return Fail(path, "must be true or false");
+  out.*Member = v.get<bool>();
+  return {};
+}
+
 Expected<void> SetCpuMs(const json& v, const std::string& path, Limits& out) {
   if (v.is_null()) return {};
   return SetInteger<&Limits::cpu_ms>(v, path, out);
@@ -239,6 +246,7 @@ const FieldTable<RunSpec>& SpecFields() {
       {"network", SetNetwork},
       {"mounts", SetMounts},
       {"user", SetUser},
+      {"vm_snapshot", SetBool<&RunSpec::vm_snapshot>},
   };
   return table;
 }

@@ -34,7 +34,7 @@ TEST(ParseRunSpec, reads_every_field) {
     "limits": {"timeout_ms": 1000, "cpu_ms": 500, "memory_mib": 64, "cpus": 0.5, "pids": 8,
                "storage_mib": 32, "output_bytes": 4096, "files": 32},
     "network": "none", "mounts": [{"source": "/src", "target": "/dst", "mode": "ro"}],
-    "user": "root"})json");
+    "user": "root", "vm_snapshot": false})json");
   ASSERT_TRUE(spec) << spec.error().ToString();
   EXPECT_EQ(spec->backend, BackendKind::kNs);
   EXPECT_EQ(spec->image, "/images/py");
@@ -55,6 +55,7 @@ TEST(ParseRunSpec, reads_every_field) {
   EXPECT_EQ(spec->mounts[0].target, "/dst");
   EXPECT_TRUE(spec->mounts[0].read_only);
   EXPECT_EQ(spec->user, UserKind::kRoot);
+  EXPECT_FALSE(spec->vm_snapshot);
 }
 
 TEST(ParseRunSpec, keeps_the_defaults_for_absent_fields) {
@@ -69,6 +70,15 @@ TEST(ParseRunSpec, keeps_the_defaults_for_absent_fields) {
   EXPECT_FALSE(spec->limits.cpu_ms);
   EXPECT_FALSE(spec->stdin_data);
   EXPECT_EQ(spec->user, UserKind::kSandbox);
+  EXPECT_TRUE(spec->vm_snapshot);
+}
+
+TEST(ParseRunSpec, reads_vm_snapshot_as_a_boolean_only) {
+  auto on = ParseRunSpec(R"({"vm_snapshot": true})");
+  ASSERT_TRUE(on);
+  EXPECT_TRUE(on->vm_snapshot);
+  EXPECT_EQ(ParseError(R"({"vm_snapshot": "no"})"), "vm_snapshot: must be true or false");
+  EXPECT_EQ(ParseError(R"({"vm_snapshot": 0})"), "vm_snapshot: must be true or false");
 }
 
 TEST(ParseRunSpec, reads_stdin_file) {
