@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstring>
 #include <fstream>
 #include <memory>
 #include <string>
@@ -185,7 +186,7 @@ Expected<UniqueFd> BootGuest() {
   if (auto ok = MountKernelFilesystems(); !ok) return std::unexpected(ok.error());
   AttachConsole();
   if (auto ok = LoadModules(); !ok) return std::unexpected(ok.error());
-  if (sethostname("sandbox", 7) != 0) return std::unexpected(Error::Sys("sethostname"));
+  if (sethostname(kGuestHostname, strlen(kGuestHostname)) != 0) return std::unexpected(Error::Sys("sethostname"));
   if (auto ok = ns::BringUpLoopback(); !ok) return std::unexpected(ok.error());
   auto channel = OpenChannel();
   if (!channel) return channel;

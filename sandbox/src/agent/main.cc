@@ -21,6 +21,7 @@
 #include "exec.h"
 #include "exec_protocol.h"
 #include "guest_boot.h"
+#include "guest_restore.h"
 #include "guest_run.h"
 #include "pump.h"
 #include "reaper.h"
@@ -150,6 +151,10 @@ class Agent {
       SetUp(message);
       return;
     }
+    if (message.Type() == "restored" && guest_ && !cgroup_) {
+      Restored(message);
+      return;
+    }
     std::string error = fmt::format("unknown message type \"{}\"", message.Type());
     Reply({{{"type", "error"}, {"error", error}}, ""});
   }
@@ -164,6 +169,18 @@ class Agent {
     }
     cgroup_.emplace(std::move(*cgroup));
     Reply({{{"type", "setup_done"}}, ""});
+  }
+
+  // Only before "setup": a snapshot is taken before it, so a restore never follows a setup.
+  void Restored(const channel::Message& message) {
+    auto restore = DecodeGuestRestore(message);
+    auto fresh = restore ? FreshenRestoredGuest(*restore) : std::unexpected(restore.error());
+    if (!fresh) {
+      const Error& e = fresh.error();
+      Reply({{{"type", "restore_error"}, {"where", e.where}, {"what", e.what}, {"errno", e.errnum}}, ""});
+      return;
+    }
+    Reply({{{"type", "restored_done"}}, ""});
   }
 
   void Exec(const channel::Message& message) {
@@ -234,6 +251,10 @@ int GuestMain() {
     StartupFailure(seccomp.error());
     PowerOff();
   }
+  // "ready" is the boot snapshot's point (src/vm/snapshot.h): nothing before it reads
+  // /proc/sys/kernel/random/boot_id, which the kernel makes on the first read, so each
+  // restored VM makes its own.
+  if (auto reseeded = ReseedCrng(); !reseeded) StartupFailure(reseeded.error());
   Connection connection(std::move(*channel));
   Agent(connection, *signals, *seccomp, true).Serve();
   PowerOff();

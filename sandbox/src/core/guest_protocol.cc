@@ -1,5 +1,7 @@
 #include "guest_protocol.h"
 
+#include <fmt/format.h>
+
 namespace smolbox {
 
 channel::Message EncodeGuestSetup(const GuestSetup& s) {
@@ -33,6 +35,32 @@ Expected<GuestSetup> DecodeGuestSetup(const channel::Message& m) {
     return s;
   } catch (const nlohmann::json::exception& e) {
     return std::unexpected(Error{"setup message", e.what(), 0});
+  }
+}
+
+channel::Message EncodeGuestRestore(const GuestRestore& r) {
+  nlohmann::json h = {{"type", "restored"},
+                      {"realtime_sec", r.realtime_sec},
+                      {"realtime_nsec", r.realtime_nsec},
+                      {"hostname", r.hostname}};
+  return channel::Message{std::move(h), r.seed};
+}
+
+Expected<GuestRestore> DecodeGuestRestore(const channel::Message& m) {
+  if (m.Type() != "restored") return std::unexpected(Error{"channel", "expected a restored message", 0});
+  try {
+    const auto& h = m.header;
+    GuestRestore r;
+    r.seed = m.tail;
+    r.realtime_sec = h.at("realtime_sec").get<int64_t>();
+    r.realtime_nsec = h.at("realtime_nsec").get<int64_t>();
+    r.hostname = h.at("hostname").get<std::string>();
+    if (r.seed.size() != kRestoreSeedBytes) {
+      return std::unexpected(Error{"restored message", fmt::format("the seed is {} bytes, not {}", r.seed.size(), kRestoreSeedBytes), 0});
+    }
+    return r;
+  } catch (const nlohmann::json::exception& e) {
+    return std::unexpected(Error{"restored message", e.what(), 0});
   }
 }
 

@@ -4,6 +4,12 @@
 //
 // Everything per-run travels here, not on the kernel command line, so that a VM booted once
 // can serve many runs.
+//
+// A VM restored from a boot snapshot (src/vm/snapshot.h) says nothing on its own: it is the
+// snapshot's VM, which already said "ready". The host sends "restored" first (fresh entropy,
+// the wall-clock time, the hostname), the agent answers "restored_done" or "restore_error",
+// and "setup" follows as after a boot. The VM that made the snapshot gets "restored" too, as
+// it shares the snapshot's entropy.
 #pragma once
 
 #include <cstdint>
@@ -19,6 +25,10 @@ namespace smolbox {
 inline constexpr const char* kStorageTag = "storage";
 // The virtio-serial port the agent's channel runs over.
 inline constexpr const char* kAgentPortName = "smolbox.agent";
+// The hostname in every sandbox, ns and vm alike.
+inline constexpr const char* kGuestHostname = "sandbox";
+// Bytes of host randomness a restored guest mixes into its pool.
+inline constexpr size_t kRestoreSeedBytes = 64;
 
 struct GuestVolume {
   std::string target;       // absolute path inside the sandbox
@@ -39,5 +49,15 @@ struct GuestSetup {
 
 channel::Message EncodeGuestSetup(const GuestSetup& setup);
 Expected<GuestSetup> DecodeGuestSetup(const channel::Message& message);
+
+struct GuestRestore {
+  std::string seed;  // kRestoreSeedBytes from the host's getrandom(); travels as the tail
+  int64_t realtime_sec = 0;  // the host's CLOCK_REALTIME when it sent the message
+  int64_t realtime_nsec = 0;
+  std::string hostname = kGuestHostname;
+};
+
+channel::Message EncodeGuestRestore(const GuestRestore& restore);
+Expected<GuestRestore> DecodeGuestRestore(const channel::Message& message);
 
 }  // namespace smolbox
