@@ -98,6 +98,14 @@ std::vector<std::string> QemuArgv(const Qemu& qemu, const VmConfig& c) {
     argv.insert(argv.end(), {"-fsdev", fsdev, "-device",
                              fmt::format("virtio-9p-device,fsdev={},mount_tag={}", share.tag, share.tag)});
   }
+  if (c.qmp_fd >= 0) {
+    argv.insert(argv.end(), {"-chardev", fmt::format("socket,id=qmp,fd={}", c.qmp_fd), "-mon", "chardev=qmp,mode=control"});
+    // The saved VM is stopped, and a restore would wake paused like it; without its run state in
+    // the stream a restore starts running as soon as it has loaded.
+    argv.insert(argv.end(), {"-global", "migration.store-global-state=off"});
+  }
+  // fd: rather than exec: (spawn=deny forbids it) or file: (QEMU 8.2 and later only).
+  if (c.incoming_fd >= 0) argv.insert(argv.end(), {"-incoming", fmt::format("fd:{}", c.incoming_fd)});
   // No -netdev and no NIC: -nodefaults removed the default one, and none is added.
   return argv;
 }

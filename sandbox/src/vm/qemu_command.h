@@ -46,6 +46,10 @@ struct VmConfig {
   int channel_fd = -1;     // a connected socket: the agent's virtio-serial port
   std::vector<NinePShare> shares;
   int64_t tsc_khz = 0;     // TCG: the guest skips TSC calibration, which can hang under emulation
+  // Boot snapshots (snapshot.h). Neither changes the guest's devices, so a VM saved with a QMP
+  // monitor restores into one without.
+  int qmp_fd = -1;       // a connected socket: a QMP monitor, to stop and save the VM
+  int incoming_fd = -1;  // a saved VM to load instead of booting, read from its current offset
 };
 
 std::vector<std::string> QemuArgv(const Qemu& qemu, const VmConfig& config);

@@ -3,10 +3,12 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -25,6 +27,8 @@
 #include "jail.h"
 #include "monitor.h"
 #include "qemu_command.h"
+#include "qmp.h"
+#include "snapshot.h"
 #include "state.h"
 #include "storage.h"
 #include "user.h"
@@ -46,6 +50,11 @@ constexpr int64_t kMinVmMemoryMiB = 32;
 constexpr int64_t kBootTimeoutTcgMs = 90000;
 constexpr int64_t kBootTimeoutKvmMs = 20000;
 constexpr int64_t kSetupTimeoutMs = 30000;
+// Loading a snapshot takes well under a second; past this it is broken, and the VM boots.
+constexpr int64_t kRestoreTimeoutTcgMs = 30000;
+constexpr int64_t kRestoreTimeoutKvmMs = 10000;
+constexpr int64_t kSaveTimeoutTcgMs = 60000;
+constexpr int64_t kSaveTimeoutKvmMs = 20000;
 // The host's backstop past the agent's own timeout: an emulated guest is slow to react.
 constexpr int64_t kBackstopGraceTcgMs = 10000;
 constexpr int64_t kBackstopGraceKvmMs = 3000;
@@ -73,7 +82,6 @@ struct Vm {
   gid_t host_gid = 0;
   uid_t guest_uid = 0;  // the workload's in the guest, and QEMU's inside its user namespace
   gid_t guest_gid = 0;
-  int64_t jail_ms = 0;  // starting the jailed QEMU, the first part of the boot
 
   ~Vm() {
     if (qemu.pidfd.valid()) syscall(SYS_pidfd_send_signal, qemu.pidfd.get(), SIGKILL, nullptr, 0);
@@ -136,11 +144,8 @@ Expected<void> OpenConsole(Vm& vm) {
 
 std::string FdPath(int fd) { return fmt::format("/proc/self/fd/{}", fd); }
 
-Expected<void> StartQemu(const RunSpec& spec, Vm& vm, const Qemu& qemu) {
-  int pair[2];
-  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) != 0) return std::unexpected(Error::Sys("socketpair"));
-  vm.channel.Reset(pair[0]);
-  UniqueFd qemu_end(pair[1]);
+// The machine a run asks for, as QEMU opens it; the same for a boot and a restore.
+VmConfig MakeVmConfig(const RunSpec& spec, const Vm& vm) {
   VmConfig config;
   config.accel = vm.accel;
   config.memory_mib = spec.limits.memory_mib + kGuestOverheadMiB;
@@ -148,17 +153,29 @@ Expected<void> StartQemu(const RunSpec& spec, Vm& vm, const Qemu& qemu) {
   config.kernel = FdPath(vm.guest.kernel.get());
   config.initramfs = FdPath(vm.guest.initramfs.get());
   config.rootfs = FdPath(vm.guest.rootfs.get());
-  config.channel_fd = qemu_end.get();
   config.tsc_khz = HostTscKhz();
   config.shares.push_back(NinePShare{kStorageTag, FdPath(vm.storage->root_fd()), false});
-  JailPlan plan;
-  plan.keep_fds = {vm.guest.kernel.get(), vm.guest.initramfs.get(), vm.guest.rootfs.get(), qemu_end.get(),
-                   vm.storage->root_fd()};
   for (size_t i = 0; i < vm.volumes.size(); ++i) {
     if (!vm.volumes[i].mount->read_only) continue;
     config.shares.push_back(NinePShare{fmt::format("ro{}", i), FdPath(vm.volumes[i].fd.get()), true});
-    plan.keep_fds.push_back(vm.volumes[i].fd.get());
   }
+  return config;
+}
+
+// Starts QEMU on a fresh agent channel; extra_fds are config's qmp_fd and incoming_fd.
+Expected<void> StartQemu(const Qemu& qemu, VmConfig config, const std::vector<int>& extra_fds, Vm& vm) {
+  int pair[2];
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) != 0) return std::unexpected(Error::Sys("socketpair"));
+  vm.channel.Reset(pair[0]);
+  UniqueFd qemu_end(pair[1]);
+  config.channel_fd = qemu_end.get();
+  JailPlan plan;
+  plan.keep_fds = {vm.guest.kernel.get(), vm.guest.initramfs.get(), vm.guest.rootfs.get(), qemu_end.get(),
+                   vm.storage->root_fd()};
+  for (const auto& volume : vm.volumes) {
+    if (volume.mount->read_only) plan.keep_fds.push_back(volume.fd.get());
+  }
+  plan.keep_fds.insert(plan.keep_fds.end(), extra_fds.begin(), extra_fds.end());
   plan.argv = QemuArgv(qemu, config);
   plan.console_fd = vm.console.get();
   plan.host_uid = vm.host_uid;
@@ -169,6 +186,16 @@ Expected<void> StartQemu(const RunSpec& spec, Vm& vm, const Qemu& qemu) {
   if (!jailed) return std::unexpected(jailed.error());
   vm.qemu = std::move(*jailed);
   return {};
+}
+
+// A QEMU that will not be used: a failed restore, before the boot that replaces it.
+void KillQemu(Vm& vm) {
+  syscall(SYS_pidfd_send_signal, vm.qemu.pidfd.get(), SIGKILL, nullptr, 0);
+  while (waitpid(vm.qemu.pid, nullptr, 0) < 0 && errno == EINTR) {
+  }
+  vm.qemu.pid = -1;
+  vm.qemu.pidfd.Reset();
+  vm.channel.Reset();
 }
 
 // The next message from the guest within timeout_ms; QEMU's death or silence is an error that
@@ -206,23 +233,135 @@ GuestSetup MakeGuestSetup(const RunSpec& spec, const Vm& vm) {
   return setup;
 }
 
-Expected<void> BootAndSetUp(const RunSpec& spec, Vm& vm, RunResult& result) {
-  auto boot_start = Clock::now();
-  int64_t boot_ms = vm.accel == Accel::kKvm ? kBootTimeoutKvmMs : kBootTimeoutTcgMs;
-  auto ready = AwaitGuest(vm, boot_ms, "boot");
+Expected<void> ExpectReply(const channel::Message& reply, const char* what, const std::string& done) {
+  const auto& h = reply.header;
+  if (reply.Type() == done) return {};
+  if (reply.Type().ends_with("_error")) {
+    return std::unexpected(Error{fmt::format("{}: {}", what, h.value("where", std::string())), h.value("what", std::string()), h.value("errno", 0)});
+  }
+  return std::unexpected(Error{what, "unexpected message \"" + reply.Type() + "\"", 0});
+}
+
+// Every VM that passed through a snapshot shares its entropy pool, clock and hostname with
+// all the others; the agent takes fresh ones before anything else.
+Expected<void> FreshenGuest(const Vm& vm, int64_t timeout_ms) {
+  GuestRestore restore;
+  restore.seed.resize(kRestoreSeedBytes);
+  if (getrandom(restore.seed.data(), restore.seed.size(), 0) != static_cast<ssize_t>(restore.seed.size())) {
+    return std::unexpected(Error::Sys("getrandom"));
+  }
+  timespec now{};
+  clock_gettime(CLOCK_REALTIME, &now);
+  restore.realtime_sec = now.tv_sec;
+  restore.realtime_nsec = now.tv_nsec;
+  if (auto sent = channel::WriteMessage(vm.channel.get(), EncodeGuestRestore(restore)); !sent) return sent;
+  auto reply = AwaitGuest(vm, timeout_ms, "restore");
+  if (!reply) return std::unexpected(reply.error());
+  return ExpectReply(*reply, "restore", "restored_done");
+}
+
+struct SnapshotPlace {
+  SnapshotStore& store;
+  const SnapshotKey& key;
+};
+
+// Saves the VM that just said "ready" and runs it on. Failing to save costs only the warning;
+// failing to run on fails the run.
+Expected<void> SaveSnapshot(Qmp& qmp, const SnapshotPlace& place, const Vm& vm, RunResult& result) {
+  int64_t timeout = vm.accel == Accel::kKvm ? kSaveTimeoutKvmMs : kSaveTimeoutTcgMs;
+  auto pending = place.store.Begin(place.key);
+  auto saved = pending ? SaveVm(qmp, pending->fd.get(), static_cast<int>(timeout)) : std::unexpected(pending.error());
+  if (pending && saved) saved = place.store.Commit(*pending);
+  if (pending && !saved) place.store.Abandon(*pending);
+  if (!saved) result.Warn(fmt::format("boot snapshot: could not save one ({}); the next run boots again", saved.error().ToString()));
+  if (auto resumed = ResumeVm(qmp, static_cast<int>(timeout)); !resumed) return resumed;
+  return FreshenGuest(vm, kSetupTimeoutMs);
+}
+
+// A clean boot to "ready"; with a place, the booted VM is saved there for later runs.
+Expected<void> Boot(const Qemu& qemu, VmConfig config, const std::optional<SnapshotPlace>& place, Vm& vm,
+                    RunResult& result) {
+  UniqueFd qmp_host, qmp_qemu;
+  std::vector<int> extra_fds;
+  if (place) {
+    int pair[2];
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) != 0) return std::unexpected(Error::Sys("socketpair"));
+    qmp_host.Reset(pair[0]);
+    qmp_qemu.Reset(pair[1]);
+    config.qmp_fd = qmp_qemu.get();
+    extra_fds.push_back(qmp_qemu.get());
+  }
+  auto start = Clock::now();
+  if (auto ok = StartQemu(qemu, config, extra_fds, vm); !ok) return ok;
+  qmp_qemu.Reset();
+  int64_t boot_timeout = vm.accel == Accel::kKvm ? kBootTimeoutKvmMs : kBootTimeoutTcgMs;
+  auto ready = AwaitGuest(vm, boot_timeout, "boot");
   if (!ready) return std::unexpected(ready.error());
-  // From QEMU's start: the jail's exec is moments before this function.
-  result.timings.boot_ms = MsSince(boot_start) + vm.jail_ms;
   if (ready->Type() != "ready") return std::unexpected(Error{"boot", "unexpected message \"" + ready->Type() + "\"", 0});
+  if (place) {
+    Qmp qmp(std::move(qmp_host));
+    auto greeted = qmp.Handshake(static_cast<int>(kSetupTimeoutMs));
+    if (!greeted) {
+      result.Warn(fmt::format("boot snapshot: could not save one ({}); the next run boots again", greeted.error().ToString()));
+    } else if (auto ok = SaveSnapshot(qmp, *place, vm, result); !ok) {
+      return ok;
+    }
+  }
+  result.timings.boot_ms = MsSince(start);
+  return {};
+}
+
+// Restores the VM from its snapshot; false when there is none or it failed, and then the VM
+// must boot. A snapshot that fails is removed, with a warning.
+bool Restore(const Qemu& qemu, VmConfig config, const SnapshotPlace& place, Vm& vm, RunResult& result) {
+  auto warn = [&](const Error& e) {
+    result.Warn(fmt::format("boot snapshot {} is stale or corrupt ({}); booted afresh and replaced it",
+                            place.store.PathOf(place.key), e.ToString()));
+  };
+  auto file = place.store.OpenForRestore(place.key);
+  if (!file) warn(file.error());
+  if (!file || !*file) return false;
+  int fd = (*file)->get();
+  config.incoming_fd = fd;
+  auto start = Clock::now();
+  if (auto ok = StartQemu(qemu, config, {fd}, vm); !ok) {
+    result.Warn("boot snapshot: " + ok.error().ToString());
+    return false;
+  }
+  int64_t timeout = vm.accel == Accel::kKvm ? kRestoreTimeoutKvmMs : kRestoreTimeoutTcgMs;
+  // QEMU loads the snapshot and runs it; the agent reads this message once the guest runs.
+  if (auto fresh = FreshenGuest(vm, timeout); !fresh) {
+    warn(fresh.error());
+    KillQemu(vm);
+    place.store.Discard(place.key, fd);
+    return false;
+  }
+  place.store.Touch(fd);
+  result.timings.boot_ms = MsSince(start);
+  return true;
+}
+
+// A VM whose agent waits for "setup": restored from the boot snapshot when there is one,
+// booted (and saved for the next run) otherwise.
+Expected<void> BringUp(const RunSpec& spec, const Qemu& qemu, Vm& vm, RunResult& result) {
+  VmConfig config = MakeVmConfig(spec, vm);
+  if (!spec.vm_snapshot) return Boot(qemu, config, std::nullopt, vm, result);
+  auto key = MakeSnapshotKey(qemu, vm.guest, config);
+  auto store = key ? SnapshotStore::Open() : std::unexpected(key.error());
+  if (!store) {
+    result.Warn("boot snapshot: " + store.error().ToString() + "; booting");
+    return Boot(qemu, config, std::nullopt, vm, result);
+  }
+  SnapshotPlace place{*store, *key};
+  if (Restore(qemu, config, place, vm, result)) return {};
+  return Boot(qemu, config, place, vm, result);
+}
+
+Expected<void> SetUpGuest(const RunSpec& spec, Vm& vm) {
   if (auto sent = channel::WriteMessage(vm.channel.get(), EncodeGuestSetup(MakeGuestSetup(spec, vm))); !sent) return sent;
   auto done = AwaitGuest(vm, kSetupTimeoutMs, "guest setup");
   if (!done) return std::unexpected(done.error());
-  if (done->Type() == "setup_error") {
-    const auto& h = done->header;
-    return std::unexpected(Error{"guest setup: " + h.value("where", std::string()), h.value("what", std::string()), h.value("errno", 0)});
-  }
-  if (done->Type() != "setup_done") return std::unexpected(Error{"guest setup", "unexpected message \"" + done->Type() + "\"", 0});
-  return {};
+  return ExpectReply(*done, "guest setup", "setup_done");
 }
 
 Expected<void> Prepare(const RunSpec& spec, Vm& vm, RunResult& result) {
@@ -254,10 +393,8 @@ Expected<void> Prepare(const RunSpec& spec, Vm& vm, RunResult& result) {
   vm.storage.emplace(std::move(*storage));
   if (auto ok = ns::FillStorage(spec, vm.volumes, *vm.storage, vm.host_uid, vm.host_gid, result); !ok) return ok;
   if (auto ok = OpenConsole(vm); !ok) return ok;
-  auto qemu_start = Clock::now();
-  if (auto ok = StartQemu(spec, vm, *qemu); !ok) return ok;
-  vm.jail_ms = MsSince(qemu_start);
-  return BootAndSetUp(spec, vm, result);
+  if (auto ok = BringUp(spec, *qemu, vm, result); !ok) return ok;
+  return SetUpGuest(spec, vm);
 }
 
 ExecRequest MakeRequest(const RunSpec& spec, const Vm& vm, std::string stdin_data) {

@@ -91,6 +91,28 @@ TEST(QemuArgv, tcg_gets_cpu_max_and_the_tsc_frequency_kvm_gets_the_host_cpu) {
   EXPECT_EQ(KernelCommandLine(kvm).find("mitigations=off"), std::string::npos);
 }
 
+TEST(QemuArgv, has_no_monitor_and_loads_no_snapshot_unless_asked) {
+  auto argv = QemuArgv(Qemu{"/usr/bin/qemu-system-x86_64", 7, 2}, TcgConfig());
+  EXPECT_TRUE(Values(argv, "-mon").empty());
+  EXPECT_TRUE(Values(argv, "-incoming").empty());
+  EXPECT_EQ(Values(argv, "-chardev"), (std::vector<std::string>{"socket,id=agent,fd=6"}));
+}
+
+TEST(QemuArgv, adds_a_qmp_monitor_on_its_socket_and_loads_a_snapshot_from_an_fd) {
+  VmConfig c = TcgConfig();
+  c.qmp_fd = 9;
+  c.incoming_fd = 10;
+  auto argv = QemuArgv(Qemu{"/usr/bin/qemu-system-x86_64", 7, 2}, c);
+  EXPECT_EQ(Values(argv, "-chardev"), (std::vector<std::string>{"socket,id=agent,fd=6", "socket,id=qmp,fd=9"}));
+  EXPECT_EQ(Values(argv, "-mon"), (std::vector<std::string>{"chardev=qmp,mode=control"}));
+  EXPECT_EQ(Values(argv, "-incoming"), (std::vector<std::string>{"fd:10"}));
+  // Saved stopped, but restored running.
+  EXPECT_EQ(Values(argv, "-global"), (std::vector<std::string>{"migration.store-global-state=off"}));
+  // The devices a snapshot holds are the same with and without these.
+  VmConfig plain = TcgConfig();
+  EXPECT_EQ(Values(argv, "-device"), Values(QemuArgv(Qemu{"/usr/bin/qemu-system-x86_64", 7, 2}, plain), "-device"));
+}
+
 TEST(ParseQemuVersion, reads_major_and_minor_and_rejects_anything_else) {
   auto v = ParseQemuVersion("QEMU emulator version 7.2.22 (Debian 1:7.2+dfsg-7+deb12u18+b3)\nCopyright");
   ASSERT_TRUE(v);
