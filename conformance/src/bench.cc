@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "runner.h"
+#include "warm_bench.h"
 
 namespace smolvm_check {
 namespace {
@@ -79,7 +80,8 @@ Expected<std::vector<Workload>> BenchWorkloads(const Catalog& catalog, const std
   std::string id = lang == "js" ? "functional.hello.js" : "functional.hello.python";
   const Case* hello = FindCase(catalog, id);
   if (hello == nullptr) return std::unexpected(Error{"catalog", "has no " + id, 0});
-  std::vector<Workload> workloads = {{lang == "js" ? "node hello" : "python hello", *hello}};
+  std::string name = lang == "js" ? "node hello" : "python hello";
+  std::vector<Workload> workloads = {{name, *hello, false}, {name + ", warm exec", *hello, true}};
   if (with_transform && lang == "python") {
     auto transform = TransformWorkload(catalog);
     if (!transform) return std::unexpected(transform.error());
@@ -118,22 +120,51 @@ BenchReport RunBench(const BenchPlan& plan, const std::vector<Profile>& profiles
   BenchReport report;
   report.runs = plan.runs;
   report.baseline = plan.sandboxes.empty() ? "" : plan.sandboxes.front();
-  for (const auto& w : plan.workloads) {
-    for (const auto& s : plan.sandboxes) report.rows.push_back(BenchRow{s, w.name, {}, {}, 0, 0, 0, 0});
+  // (workload, sandbox) -> its row; a warm workload has rows only where there is a warm path.
+  std::vector<std::vector<int>> row_of(plan.workloads.size(), std::vector<int>(plan.sandboxes.size(), -1));
+  bool any_warm = false;
+  for (size_t w = 0; w < plan.workloads.size(); ++w) {
+    for (size_t s = 0; s < plan.sandboxes.size(); ++s) {
+      if (plan.workloads[w].warm && !HasWarmPath(profiles[s])) continue;
+      any_warm |= plan.workloads[w].warm;
+      row_of[w][s] = static_cast<int>(report.rows.size());
+      report.rows.push_back(BenchRow{plan.sandboxes[s], plan.workloads[w].name, {}, {}, 0, 0, 0, 0});
+    }
+  }
+  // One persistent sandbox per sandbox with a warm path, for all its warm samples.
+  std::vector<std::unique_ptr<WarmSandbox>> warm(plan.sandboxes.size());
+  std::vector<std::string> warm_error(plan.sandboxes.size());
+  for (size_t s = 0; any_warm && s < plan.sandboxes.size(); ++s) {
+    if (!HasWarmPath(profiles[s])) continue;
+    auto prepared = WarmSandbox::Prepare(profiles[s], payload_dir);
+    if (prepared) warm[s] = std::move(*prepared);
+    else warm_error[s] = prepared.error().ToString();
   }
   RunOptions options{1, work_root};
   for (int run = 1; run <= plan.runs; ++run) {
-    size_t row = 0;
-    for (const auto& w : plan.workloads) {
-      for (size_t s = 0; s < plan.sandboxes.size(); ++s, ++row) {
-        CaseReport r = RunCase(profiles[s], w.c, payload_dir, options);
-        BenchRow& into = report.rows[row];
-        if (r.verdict == Verdict::kPass) {
-          into.samples_ms.push_back(r.wall_ms);
+    for (size_t w = 0; w < plan.workloads.size(); ++w) {
+      const Workload& workload = plan.workloads[w];
+      for (size_t s = 0; s < plan.sandboxes.size(); ++s) {
+        if (row_of[w][s] < 0) continue;
+        BenchRow& into = report.rows[static_cast<size_t>(row_of[w][s])];
+        int64_t ms = 0;
+        std::string failure;
+        if (workload.warm) {
+          auto sample = warm[s] ? warm[s]->Sample(profiles[s], workload.c)
+                                : std::unexpected(Error{"warm sandbox", warm_error[s], 0});
+          if (sample) ms = *sample;
+          else failure = sample.error().ToString();
         } else {
-          into.failures.push_back(fmt::format("run {}: {} {}", run, ToString(r.verdict), r.reason));
+          CaseReport r = RunCase(profiles[s], workload.c, payload_dir, options);
+          ms = r.wall_ms;
+          if (r.verdict != Verdict::kPass) failure = fmt::format("{} {}", ToString(r.verdict), r.reason);
         }
-        if (on_sample) on_sample(fmt::format("[{}/{}] {} {}: {} ms {}", run, plan.runs, into.sandbox, into.workload, r.wall_ms, ToString(r.verdict)));
+        if (failure.empty()) into.samples_ms.push_back(ms);
+        else into.failures.push_back(fmt::format("run {}: {}", run, failure));
+        if (on_sample) {
+          on_sample(fmt::format("[{}/{}] {} {}: {} ms {}", run, plan.runs, into.sandbox, into.workload, ms,
+                                failure.empty() ? "pass" : failure));
+        }
       }
     }
   }
@@ -157,8 +188,9 @@ json ToJson(const BenchReport& report) {
 
 std::string ToMarkdown(const BenchReport& report) {
   std::string out = fmt::format("# smolvm-check bench, {}\n\n", report.started);
-  out += fmt::format("{} runs per row, interleaved; wall time of one whole sandbox invocation, in ms; "
-                     "ratio: p50 over {}'s p50 for the same workload.\n\n",
+  out += fmt::format("{} runs per row, interleaved; wall time in ms of one whole sandbox invocation (cold) or of "
+                     "one `smolbox exec` into a sandbox created beforehand (warm exec; the baseline runs the "
+                     "interpreter directly); ratio: p50 over {}'s p50 for the same workload.\n\n",
                      report.runs, report.baseline);
   out += "| workload | sandbox | p50 | p90 | max | ratio | failed runs |\n|---|---|---:|---:|---:|---:|---:|\n";
   for (const auto& r : report.rows) {

@@ -1,9 +1,11 @@
 // `smolvm-check bench`: start-up and transform times of sandboxes, side by side on one host.
 //
-// Every sample is one whole sandbox invocation of a functional case of the battery, launched
+// A cold sample is one whole sandbox invocation of a functional case of the battery, launched
 // and timed by the same safety net as `run`, so that each row pays the same harness cost and
-// the null sandbox (the bare interpreter) is a fair floor. Runs interleave: run 1 of every row,
-// then run 2, so that drift in the host's load spreads over all rows alike.
+// the null sandbox (the bare interpreter) is a fair floor. A warm sample is one `smolbox exec`
+// into a sandbox created before the runs, against the bare interpreter started the same way.
+// Runs interleave: run 1 of every row, then run 2, so that drift in the host's load spreads
+// over all rows alike.
 //
 //   BenchPlan plan{.sandboxes = {"null", "smolbox:ns"}, .workloads = Workloads(catalog, "python"), .runs = 10};
 //   BenchReport report = RunBench(plan, profiles_dir, catalog.directory, on_sample);
@@ -25,11 +27,15 @@ namespace smolvm_check {
 
 // A bench workload: a functional case of the catalog, possibly with a bigger input.
 struct Workload {
-  std::string name;  // "python hello", "node hello", "python csv->json 10 MB"
+  std::string name;  // "python hello", "python hello, warm exec", "python csv->json 10 MB"
   Case c;
+  // Timed as an exec into a sandbox created beforehand (warm_bench.h), on the sandboxes that
+  // have a warm path; otherwise each sample is a whole cold run.
+  bool warm = false;
 };
 
-// The workloads for a language: its hello, and for Python the 10 MB CSV-to-JSON transform.
+// The workloads for a language: its hello cold and warm, and for Python the 10 MB CSV-to-JSON
+// transform.
 Expected<std::vector<Workload>> BenchWorkloads(const Catalog& catalog, const std::string& lang,
                                                bool with_transform);
 

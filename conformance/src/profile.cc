@@ -22,7 +22,8 @@ using nlohmann::json;
 const std::vector<std::string> kMultiWord = {"argv...", "mounts...", "env...", "limits...",
                                              "stdin..."};
 // smolbox:vm-tcg is the vm backend on QEMU's emulation, for hosts without KVM.
-const std::vector<std::string> kSmolboxBackends = {"ns", "auto", "vm", "vm-tcg"};
+// A "-fresh" vm variant boots every guest from scratch: no boot snapshot (--no-snapshot).
+const std::vector<std::string> kSmolboxBackends = {"ns", "auto", "vm", "vm-tcg", "vm-fresh", "vm-tcg-fresh"};
 constexpr int64_t kTcgBootAllowanceMs = 6000;
 constexpr int64_t kMaxStartupAllowanceMs = 60000;
 
@@ -629,12 +630,19 @@ Expected<Profile> LoadProfile(const std::string& sandbox, const std::string& pro
     if (!Contains(kSmolboxBackends, backend)) {
       return std::unexpected(
           Error::Field(fmt::format("sandbox {}", sandbox),
-                       fmt::format("unknown smolbox backend {:?} (ns, auto, vm or vm-tcg)", backend)));
+                       fmt::format("unknown smolbox backend {:?} (ns, auto, vm, vm-tcg, vm-fresh or vm-tcg-fresh)", backend)));
     }
+    bool fresh = backend.ends_with("-fresh");
+    if (fresh) backend.resize(backend.size() - std::string_view("-fresh").size());
     bool tcg = backend == "vm-tcg";
     profile = LoadProfileFile(dir + "/smolbox.json", sandbox,
                               {{"backend", tcg ? "vm" : backend}, {"accel", tcg ? "tcg" : "auto"},
                                {"smolbox", SmolboxBinary()}});
+    if (profile && fresh) {
+      auto run = std::find(profile->command.begin(), profile->command.end(), "run");
+      if (run != profile->command.end()) profile->command.insert(run + 1, "--no-snapshot");
+      profile->fresh_boot = true;
+    }
   } else if (sandbox.find('/') != std::string::npos) {
     profile = LoadProfileFile(sandbox, sandbox, {});
   } else if (IsProfileName(sandbox)) {
@@ -645,7 +653,7 @@ Expected<Profile> LoadProfile(const std::string& sandbox, const std::string& pro
   }
   if (profile && sandbox.starts_with("smolbox:")) profile->name = sandbox;
   // An emulated guest boots in 2-4 s, before the case's own time starts.
-  if (profile && sandbox == "smolbox:vm-tcg") profile->startup_allowance_ms = kTcgBootAllowanceMs;
+  if (profile && sandbox.starts_with("smolbox:vm-tcg")) profile->startup_allowance_ms = kTcgBootAllowanceMs;
   return profile;
 }
 

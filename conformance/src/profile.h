@@ -61,9 +61,12 @@ struct Profile {
   // "startup_allowance_ms": added to every case's wall-time bound, for a sandbox that boots a
   // kernel before the case's own time starts (smolbox:vm-tcg sets it). 0 by default.
   int64_t startup_allowance_ms = 0;
+  // smolbox:vm-fresh and smolbox:vm-tcg-fresh: every guest boots; no boot snapshot.
+  bool fresh_boot = false;
 };
 
-// "null", "smolbox:ns", "smolbox:auto", "smolbox:vm", a name in profiles_dir, or a path.
+// "null", "smolbox:ns", "smolbox:auto", "smolbox:vm", "smolbox:vm-tcg", their "-fresh" vm
+// variants, a name in profiles_dir, or a path.
 Expected<Profile> LoadProfile(const std::string& sandbox, const std::string& profiles_dir);
 Expected<Profile> ParseProfile(const std::string& json_text, const std::string& origin);
 

@@ -85,7 +85,8 @@ Expected<Captured> RunCaptured(const std::vector<std::string>& argv,
                                      O_WRONLY | O_CREAT | O_TRUNC, 0644);
   }
   posix_spawn_file_actions_adddup2(&actions, err_write.get(), 2);
-  std::vector<std::string> args = argv, env = MergedEnvironment(options.extra_env);
+  std::vector<std::string> args = argv;
+  std::vector<std::string> env = options.only_extra_env ? options.extra_env : MergedEnvironment(options.extra_env);
   std::vector<char*> arg_ptrs = Pointers(args), env_ptrs = Pointers(env);
   pid_t pid = -1;
   // posix_spawnp searches the caller's PATH (not env's), which is what a stand-in relies on.

@@ -22,6 +22,7 @@ struct Captured {
 
 struct CaptureOptions {
   std::vector<std::string> extra_env;  // "K=V", added to the caller's environment
+  bool only_extra_env = false;         // the environment is extra_env alone
   std::string stdout_path;             // when set, stdout goes to this file instead
 };
 

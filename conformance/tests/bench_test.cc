@@ -7,6 +7,7 @@
 #include <filesystem>
 
 #include "check_runner.h"
+#include "subprocess.h"
 
 namespace smolvm_check {
 namespace {
@@ -68,8 +69,10 @@ TEST(BenchWorkloads, the_transform_converts_10_mb_of_csv) {
   ASSERT_TRUE(catalog) << catalog.error().ToString();
   auto workloads = BenchWorkloads(*catalog, "python", true);
   ASSERT_TRUE(workloads) << workloads.error().ToString();
-  ASSERT_EQ(workloads->size(), 2u);
-  const Case& transform = (*workloads)[1].c;
+  ASSERT_EQ(workloads->size(), 3u);
+  EXPECT_FALSE((*workloads)[0].warm);
+  EXPECT_TRUE((*workloads)[1].warm);
+  const Case& transform = (*workloads)[2].c;
   size_t csv = 0;
   for (const auto& m : transform.mounts) {
     if (m.files.contains("data.csv")) csv = m.files.at("data.csv").size();
@@ -79,28 +82,45 @@ TEST(BenchWorkloads, the_transform_converts_10_mb_of_csv) {
   EXPECT_TRUE(transform.expect.stdout_contains[0].starts_with("CONVERTED ")) << transform.expect.stdout_contains[0];
   auto js = BenchWorkloads(*catalog, "js", true);
   ASSERT_TRUE(js);
-  EXPECT_EQ(js->size(), 1u) << "the transform is Python's";
+  EXPECT_EQ(js->size(), 2u) << "the transform is Python's";
 }
 
 TEST(BenchCommand, times_the_bare_interpreter_and_the_namespace_sandbox_side_by_side) {
   std::string dir = "/tmp/smolvm-check-bench-test";
   std::filesystem::remove_all(dir);
-  auto run = RunCheck({"bench", "--sandbox", "null", "--sandbox", "smolbox:ns", "--runs", "3", "--json",
-                       "--report-dir", dir});
+  auto run = RunCheck({"bench", "--sandbox", "null", "--sandbox", "smolbox:ns", "--lang", "python", "--runs", "3",
+                       "--json", "--report-dir", dir});
   ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
   ASSERT_TRUE(run.report.is_object()) << run.out;
   EXPECT_EQ(run.report["baseline"], "null");
-  ASSERT_EQ(run.report["rows"].size(), 4u) << "python hello and the transform, on two sandboxes";
+  ASSERT_EQ(run.report["rows"].size(), 6u) << "python hello cold and warm, and the transform, on two sandboxes";
   for (const auto& row : run.report["rows"]) {
     EXPECT_EQ(row["samples_ms"].size(), 3u) << row.dump();
     EXPECT_GT(row["p50_ms"].get<int64_t>(), 0);
   }
-  EXPECT_EQ(run.report["rows"][0]["ratio_to_baseline"], 1.0);
-  EXPECT_GE(run.report["rows"][1]["ratio_to_baseline"].get<double>(), 1.0) << "a sandbox cannot beat no sandbox";
+  EXPECT_EQ(run.report["rows"][2]["workload"], "python hello, warm exec");
+  EXPECT_EQ(run.report["rows"][3]["sandbox"], "smolbox:ns");
+  for (int row : {0, 2, 4}) EXPECT_EQ(run.report["rows"][row]["ratio_to_baseline"], 1.0);
+  for (int row : {1, 3, 5}) {
+    EXPECT_GE(run.report["rows"][row]["ratio_to_baseline"].get<double>(), 1.0) << "a sandbox cannot beat no sandbox";
+  }
   for (const char* file : {"bench.json", "bench.md", "bench.svg"}) {
     EXPECT_TRUE(std::filesystem::exists(dir + "/" + file)) << file;
   }
   std::filesystem::remove_all(dir);
+  // The warm sandbox is removed at the end.
+  auto ls = RunCaptured({std::string(SMOLBOX_BIN_DIR) + "/smolbox", "ls"});
+  ASSERT_TRUE(ls);
+  EXPECT_EQ(ls->out.find("bench-"), std::string::npos) << ls->out;
+}
+
+TEST(BenchCommand, a_peer_without_a_warm_path_gets_cold_rows_only) {
+  auto run = RunCheck({"bench", "--sandbox", "null", "--sandbox", "bwrap", "--lang", "js", "--runs", "1", "--json"});
+  if (run.exit_code == 2 && run.err.find("bwrap") != std::string::npos) GTEST_SKIP() << run.err;
+  ASSERT_TRUE(run.report.is_object()) << run.out << run.err;
+  std::vector<std::string> rows;
+  for (const auto& row : run.report["rows"]) rows.push_back(row["workload"].get<std::string>() + " | " + row["sandbox"].get<std::string>());
+  EXPECT_EQ(rows, (std::vector<std::string>{"node hello | null", "node hello | bwrap", "node hello, warm exec | null"}));
 }
 
 TEST(BenchCommand, a_sandbox_it_cannot_run_is_bad_input) {

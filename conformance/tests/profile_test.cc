@@ -6,6 +6,8 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <gtest/gtest.h>
+
+#include <algorithm>
 #include <stdlib.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -178,7 +180,23 @@ TEST(LoadProfile, rejects_an_unknown_smolbox_backend) {
   auto profile = LoadProfile("smolbox:kvm", kProfiles);
   ASSERT_FALSE(profile);
   EXPECT_EQ(profile.error().ToString(),
-            "sandbox smolbox:kvm: unknown smolbox backend \"kvm\" (ns, auto, vm or vm-tcg)");
+            "sandbox smolbox:kvm: unknown smolbox backend \"kvm\" (ns, auto, vm, vm-tcg, vm-fresh or vm-tcg-fresh)");
+}
+
+TEST(LoadProfile, a_fresh_vm_variant_boots_without_the_snapshot) {
+  auto fresh = LoadProfile("smolbox:vm-tcg-fresh", kProfiles);
+  ASSERT_TRUE(fresh) << fresh.error().ToString();
+  EXPECT_TRUE(fresh->fresh_boot);
+  EXPECT_EQ(fresh->variables.at("accel"), "tcg");
+  EXPECT_EQ(fresh->variables.at("backend"), "vm");
+  EXPECT_GT(fresh->startup_allowance_ms, 0);
+  auto run = std::find(fresh->command.begin(), fresh->command.end(), "run");
+  ASSERT_NE(run, fresh->command.end());
+  EXPECT_EQ(*(run + 1), "--no-snapshot");
+  auto restored = LoadProfile("smolbox:vm-tcg", kProfiles);
+  ASSERT_TRUE(restored);
+  EXPECT_FALSE(restored->fresh_boot);
+  EXPECT_EQ(std::count(restored->command.begin(), restored->command.end(), "--no-snapshot"), 0);
 }
 
 TEST(LoadProfile, loads_bwrap_and_runsc_where_they_are_installed) {
