@@ -50,6 +50,7 @@ struct RunFlags {
   Flag workdir, user, stdin_file, spec_file;
   std::vector<std::string> env, volumes, command;
   bool json = false;
+  bool no_snapshot = false;
 };
 
 // smolbox create / exec / ls / rm: persistent sandboxes.
@@ -118,6 +119,8 @@ void AddSpecOptions(CLI::App& run, RunFlags& f) {
           "(default sandbox)",
           "sandbox|root");
   AddFlag(run, "--stdin", f.stdin_file, "feed this host file to the command's stdin", "FILE");
+  run.add_flag("--no-snapshot", f.no_snapshot,
+               "vm: boot the guest from scratch rather than restore it from the boot snapshot");
   AddFlag(run, "--spec", f.spec_file,
           "start from this RunSpec JSON; flags override its fields, -e and -v add to them", "FILE");
 }
@@ -377,6 +380,7 @@ Expected<smolbox::RunSpec> BuildSpec(const RunFlags& f) {
     if (!ok) return std::unexpected(ok.error());
   }
   if (!f.command.empty()) spec.argv = f.command;
+  if (f.no_snapshot) spec.vm_snapshot = false;
   return spec;
 }
 
