@@ -552,10 +552,12 @@ int main(int argc, char** argv) {
   CLI::App app{"smolbox: run untrusted code in a sandbox", "smolbox"};
   app.set_version_flag("--version", "smolbox " SMOLBOX_VERSION);
   app.require_subcommand(1);
+  // Each subcommand binds its own flags: a Flag remembers the one option it was added as.
   RunFlags flags;
+  RunFlags create_flags;
   SandboxFlags sandbox;
   AddRunCommand(app, flags);
-  AddCreateCommand(app, flags, sandbox);
+  AddCreateCommand(app, create_flags, sandbox);
   AddExecCommand(app, sandbox);
   AddLsCommand(app, sandbox);
   AddRmCommand(app, sandbox);
@@ -566,7 +568,7 @@ int main(int argc, char** argv) {
   }
   // Backends report failures in the RunResult; this is the last resort at the edge.
   try {
-    if (app.got_subcommand("create")) return Create(flags, sandbox);
+    if (app.got_subcommand("create")) return Create(create_flags, sandbox);
     if (app.got_subcommand("exec")) return Exec(sandbox);
     if (app.got_subcommand("ls")) return List(sandbox);
     if (app.got_subcommand("rm")) return Remove(sandbox);
