@@ -191,6 +191,8 @@ void AddCreateCommand(CLI::App& app, RunFlags& f, SandboxFlags& s) {
   AddTimeLimitOptions(*create, f);
   AddSizeLimitOptions(*create, f);
   create->add_flag("--json", s.json, "print the setup's result as JSON");
+  // Taken only to refuse it clearly: a sandbox's commands come with each exec.
+  create->add_option("command", f.command)->group("");
   create->footer(
       "The sandbox lives until smolbox rm, beyond this command: its agent (ns) or VM (vm) keeps\n"
       "running, held by a keeper process. --timeout, -e and -w are defaults for each exec;\n"
@@ -439,9 +441,12 @@ int Run(const RunFlags& flags) {
 
 int Create(const RunFlags& flags, const SandboxFlags& s) {
   if (flags.stdin_file) return RefuseInput(Error::Field("--stdin", "is per exec; give it to smolbox exec"), s.json);
+  if (!flags.command.empty()) {
+    return RefuseInput(Error::Field("command", "create takes none; smolbox exec runs one"), s.json);
+  }
   auto spec = BuildSpec(flags);
   if (!spec) return RefuseInput(spec.error(), s.json);
-  if (!spec->argv.empty()) return RefuseInput(Error::Field("command", "create takes none; smolbox exec runs one"), s.json);
+  spec->argv.clear();  // a --spec file's command is a run's, not the sandbox's
   // The command comes with each exec, which checks it; everything else is checked now.
   smolbox::RunSpec checked = *spec;
   checked.argv = {"/bin/true"};

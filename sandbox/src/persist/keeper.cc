@@ -163,11 +163,6 @@ void ReportToCreator(int report_fd, const std::string& type, const RunResult& re
 int KeeperMain(int dir_fd, const RunSpec& spec, UniqueFd report) {
   signal(SIGPIPE, SIG_IGN);
   RunResult setup;
-  auto signals = StopSignals();
-  if (!signals) {
-    ReportToCreator(report.get(), "failed", SetupFailure(setup, signals.error()));
-    return 1;
-  }
   auto backend = MakeBackend(spec.backend);
   if (!backend) {
     ReportToCreator(report.get(), "failed", SetupFailure(setup, backend.error()));
@@ -176,6 +171,13 @@ int KeeperMain(int dir_fd, const RunSpec& spec, UniqueFd report) {
   std::unique_ptr<Session> session = (*backend)->Start(spec, setup);
   if (!session) {
     ReportToCreator(report.get(), "failed", setup);
+    return 1;
+  }
+  // Blocked only now: the agent and QEMU, started above, must not inherit a blocked mask. A
+  // signal before this ends the keeper, and the creator cleans up after it.
+  auto signals = StopSignals();
+  if (!signals) {
+    ReportToCreator(report.get(), "failed", SetupFailure(setup, signals.error()));
     return 1;
   }
   auto listener = Listen(dir_fd);
