@@ -21,17 +21,12 @@ constexpr int kStopTimeoutSec = 60;
 constexpr int kKeeperExitWaitMs = 10000;
 
 Expected<UniqueFd> Connect(int dir_fd) {
-  UniqueFd fd(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  if (!fd.valid()) return std::unexpected(Error::Sys("socket"));
-  sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  std::string path = PathInDir(dir_fd, kControlSocket);
-  if (path.size() >= sizeof addr.sun_path) return std::unexpected(Error{"control socket", "path too long", 0});
-  path.copy(addr.sun_path, path.size());
-  if (connect(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+  auto control = NewControlSocket(dir_fd);
+  if (!control) return std::unexpected(control.error());
+  if (connect(control->fd.get(), reinterpret_cast<sockaddr*>(&control->address), sizeof control->address) != 0) {
     return std::unexpected(Error::Sys("connect to the sandbox's keeper"));
   }
-  return fd;
+  return std::move(control->fd);
 }
 
 RunResult Refused(std::string error) {

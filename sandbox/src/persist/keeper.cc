@@ -45,19 +45,14 @@ RunResult SetupFailure(RunResult result, const Error& error) {
 }
 
 Expected<UniqueFd> Listen(int dir_fd) {
-  UniqueFd fd(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  if (!fd.valid()) return std::unexpected(Error::Sys("socket"));
-  sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  std::string path = PathInDir(dir_fd, kControlSocket);
-  if (path.size() >= sizeof addr.sun_path) return std::unexpected(Error{"control socket", "path too long", 0});
-  path.copy(addr.sun_path, path.size());
+  auto control = NewControlSocket(dir_fd);
+  if (!control) return std::unexpected(control.error());
   // The directory is 0700: only this user can reach the socket; peers are checked on accept too.
-  if (bind(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+  if (bind(control->fd.get(), reinterpret_cast<sockaddr*>(&control->address), sizeof control->address) != 0) {
     return std::unexpected(Error::Sys("bind the control socket"));
   }
-  if (listen(fd.get(), kListenBacklog) != 0) return std::unexpected(Error::Sys("listen on the control socket"));
-  return fd;
+  if (listen(control->fd.get(), kListenBacklog) != 0) return std::unexpected(Error::Sys("listen on the control socket"));
+  return std::move(control->fd);
 }
 
 // SIGTERM, SIGINT and SIGHUP end the keeper cleanly, between requests.

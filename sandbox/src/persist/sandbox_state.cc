@@ -3,6 +3,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -138,6 +139,19 @@ Expected<UniqueFd> TryLock(int dir_fd) {
 }
 
 std::string PathInDir(int dir_fd, const char* file) { return fmt::format("/proc/self/fd/{}/{}", dir_fd, file); }
+
+Expected<ControlSocket> NewControlSocket(int dir_fd) {
+  ControlSocket control;
+  control.fd.Reset(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (!control.fd.valid()) return std::unexpected(Error::Sys("socket"));
+  control.address.sun_family = AF_UNIX;
+  std::string path = PathInDir(dir_fd, kControlSocket);
+  if (path.size() >= sizeof control.address.sun_path) {
+    return std::unexpected(Error{"control socket", "path too long", 0});
+  }
+  path.copy(control.address.sun_path, path.size());
+  return control;
+}
 
 std::string ToString(SandboxStatus status) {
   switch (status) {

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <sys/types.h>
+#include <sys/un.h>
 
 #include <optional>
 #include <string>
@@ -60,6 +61,14 @@ Expected<UniqueFd> TryLock(int dir_fd);
 // A path that reaches `file` in the directory dir_fd through /proc/self/fd: unix socket paths
 // are limited to 108 bytes, and this also pins the directory we opened.
 std::string PathInDir(int dir_fd, const char* file);
+
+// The sandbox's control socket (kControlSocket in dir_fd): a fresh unix stream socket and
+// the address to bind or connect it to.
+struct ControlSocket {
+  UniqueFd fd;
+  sockaddr_un address{};
+};
+Expected<ControlSocket> NewControlSocket(int dir_fd);
 
 enum class SandboxStatus { kStarting, kRunning, kBusy, kDead };
 std::string ToString(SandboxStatus status);
