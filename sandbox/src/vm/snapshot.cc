@@ -2,6 +2,8 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <poll.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -9,6 +11,7 @@
 #include <chrono>
 #include <cstring>
 #include <regex>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -80,11 +83,11 @@ std::string Header(const SnapshotKey& key) {
   return header;
 }
 
-Expected<void> WriteAll(int fd, const std::string& data) {
+Expected<void> WriteAll(int fd, std::string_view data) {
   for (size_t done = 0; done < data.size();) {
     ssize_t n = write(fd, data.data() + done, data.size() - done);
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return std::unexpected(Error::Sys("write snapshot header"));
+    if (n < 0) return std::unexpected(Error::Sys("write the snapshot"));
     done += static_cast<size_t>(n);
   }
   return {};
@@ -216,15 +219,45 @@ void SnapshotStore::Prune() {
   for (size_t i = 0; i + kKeptSnapshots < snapshots.size(); ++i) unlinkat(dir_.get(), snapshots[i].second.c_str(), 0);
 }
 
+namespace {
+
+// Copies QEMU's stream into file until QEMU closes its end, which it does when the migration
+// ends, either way.
+Expected<void> Drain(int stream, int file, std::chrono::steady_clock::time_point deadline) {
+  std::vector<char> buffer(1 << 20);
+  for (;;) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()).count();
+    pollfd fd{stream, POLLIN, 0};
+    int ready = poll(&fd, 1, static_cast<int>(std::max<int64_t>(left, 0)));
+    if (ready < 0 && errno == EINTR) continue;
+    if (ready < 0) return std::unexpected(Error::Sys("poll the migration stream"));
+    if (ready == 0) return std::unexpected(Error{"boot snapshot", "QEMU's migration stream did not end in time", ETIMEDOUT});
+    ssize_t n = read(stream, buffer.data(), buffer.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return std::unexpected(Error::Sys("read the migration stream"));
+    if (n == 0) return {};
+    if (auto ok = WriteAll(file, std::string_view(buffer.data(), static_cast<size_t>(n))); !ok) return ok;
+  }
+}
+
+}  // namespace
+
 Expected<void> SaveVm(Qmp& qmp, int file, int timeout_ms) {
   auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
-  if (auto ok = qmp.Execute("getfd", {{"fdname", "snapshot"}}, timeout_ms, file); !ok) return std::unexpected(ok.error());
-  // QEMU throttles migration to 128 MiB/s by default; a file takes all it can get.
+  // QEMU gets a socket, not the file: a QEMU that a later workload took over must hold nothing
+  // that writes the snapshot other VMs restore.
+  int pair[2];
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) != 0) return std::unexpected(Error::Sys("socketpair"));
+  UniqueFd stream(pair[0]), qemu_end(pair[1]);
+  if (auto ok = qmp.Execute("getfd", {{"fdname", "snapshot"}}, timeout_ms, qemu_end.get()); !ok) return std::unexpected(ok.error());
+  qemu_end.Reset();
+  // QEMU throttles migration to 128 MiB/s by default; a local copy takes all it can get.
   if (auto ok = qmp.Execute("migrate-set-parameters", {{"max-bandwidth", int64_t{1} << 40}}, timeout_ms); !ok) {
     return std::unexpected(ok.error());
   }
   if (auto ok = qmp.Execute("stop", nullptr, timeout_ms); !ok) return std::unexpected(ok.error());
   if (auto ok = qmp.Execute("migrate", {{"uri", "fd:snapshot"}}, timeout_ms); !ok) return std::unexpected(ok.error());
+  if (auto ok = Drain(stream.get(), file, deadline); !ok) return ok;
   for (;;) {
     auto info = qmp.Execute("query-migrate", nullptr, timeout_ms);
     if (!info) return std::unexpected(info.error());

@@ -42,14 +42,16 @@ Expected<SnapshotKey> MakeSnapshotKey(const Qemu& qemu, const GuestArtifacts& gu
 struct PendingSnapshot {
   std::string temp_name;
   std::string name;
-  UniqueFd fd;  // positioned after the header, where QEMU appends its stream
+  UniqueFd fd;  // positioned after the header, where QEMU's stream goes
 };
 
 // <state root>/snapshots: root's, 0700, never followed through a symlink; at most
-// kKeptSnapshots files, the least recently used pruned.
+// kKeptSnapshots files, the least recently used pruned. It is a tmpfs (/run): a snapshot
+// (~80 MB: only the pages the boot touched) costs that much RAM, and none outlives the host's
+// boot, which keeps a snapshot from meeting other hardware.
 class SnapshotStore {
  public:
-  static constexpr size_t kKeptSnapshots = 8;
+  static constexpr size_t kKeptSnapshots = 4;
 
   static Expected<SnapshotStore> Open();
 
@@ -77,7 +79,9 @@ class SnapshotStore {
 };
 
 // Stops the VM and saves it into file (QMP: getfd, stop, migrate fd:, query-migrate until
-// done). The VM is left stopped: ResumeVm() runs it on.
+// done). QEMU migrates into a socket and the runtime copies that into file: QEMU never holds
+// the file, so a workload that later takes over this QEMU cannot rewrite what other VMs
+// restore. The VM is left stopped: ResumeVm() runs it on.
 Expected<void> SaveVm(Qmp& qmp, int file, int timeout_ms);
 Expected<void> ResumeVm(Qmp& qmp, int timeout_ms);
 

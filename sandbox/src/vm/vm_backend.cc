@@ -15,6 +15,7 @@
 #include <chrono>
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <optional>
 
 #include <fmt/format.h>
@@ -188,6 +189,15 @@ Expected<void> StartQemu(const Qemu& qemu, VmConfig config, const std::vector<in
   return {};
 }
 
+std::string LastLine(const std::string& path) {
+  std::ifstream in(path);
+  std::string last;
+  for (std::string line; std::getline(in, line);) {
+    if (!line.empty()) last = line;
+  }
+  return last.substr(0, 300);
+}
+
 // A QEMU that will not be used: a failed restore, before the boot that replaces it.
 void KillQemu(Vm& vm) {
   syscall(SYS_pidfd_send_signal, vm.qemu.pidfd.get(), SIGKILL, nullptr, 0);
@@ -331,8 +341,10 @@ bool Restore(const Qemu& qemu, VmConfig config, const SnapshotPlace& place, Vm& 
   int64_t timeout = vm.accel == Accel::kKvm ? kRestoreTimeoutKvmMs : kRestoreTimeoutTcgMs;
   // QEMU loads the snapshot and runs it; the agent reads this message once the guest runs.
   if (auto fresh = FreshenGuest(vm, timeout); !fresh) {
-    warn(fresh.error());
     KillQemu(vm);
+    // The console log, where QEMU says why, is removed once the boot that follows succeeds.
+    std::string qemu_said = LastLine(vm.console_path);
+    warn(qemu_said.empty() ? fresh.error() : Error{"restore", "QEMU: " + qemu_said, 0});
     place.store.Discard(place.key, fd);
     return false;
   }
