@@ -85,6 +85,14 @@ Expected<std::string> StateRoot() {
   return root;
 }
 
+Expected<std::string> CacheDir() {
+  auto root = StateRoot();
+  if (!root) return root;
+  std::string dir = *root + "/cache";
+  if (auto ok = EnsureOwnedDir(dir, 0700); !ok) return std::unexpected(ok.error());
+  return dir;
+}
+
 Expected<unsigned long long> ProcessStartTime(int pid) {
   std::ifstream in(fmt::format("/proc/{}/stat", pid));
   std::string line;

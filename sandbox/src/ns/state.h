@@ -1,7 +1,7 @@
 // Where the runtime keeps per-run state, and the sweep that removes what a killed
 // runtime left behind.
 //
-// Layout: <state root>/runs/<run id>/{owner, root/}
+// Layout: <state root>/runs/<run id>/{owner, root/}, <state root>/cache/
 //   root:     /run/smolbox
 //   rootless: $XDG_RUNTIME_DIR/smolbox, else /tmp/smolbox-<uid>
 // `owner` holds "<pid> <starttime>" of the runtime, so a later runtime can tell a live run from
@@ -16,6 +16,9 @@ namespace smolbox::ns {
 
 // The state root for this uid, created 0711 and checked to be ours and not a symlink.
 Expected<std::string> StateRoot();
+// <state root>/cache, for what runs may reuse (never data of a run): created 0700 and checked
+// like the state root.
+Expected<std::string> CacheDir();
 
 class RunDir {
  public:

@@ -5,14 +5,19 @@
 #include <spawn.h>
 #include <sys/ioctl.h>
 #include <sys/mount.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cstring>
 #include <vector>
 
 #include <fmt/format.h>
+
+#include "state.h"
 
 namespace smolbox::ns {
 namespace {
@@ -20,8 +25,69 @@ namespace {
 // Disk, not /run: the image must not cost RAM.
 constexpr const char* kImageDir = "/var/tmp";
 
+// The storage holds nothing that must outlive the run, so durability only costs time:
+//   barrier=0: no cache flushes, which the loop device turns into fsyncs of the image; without
+//     them the image's blocks stay in the page cache and are never allocated on the host disk
+//     at all for a short run, so freeing the image needs no discards either.
+//   noinit_itable, no_prefetch_block_bitmaps: no ext4lazyinit thread zeroing inode tables (a
+//     copied image's are holes, which read as zeros) or reading bitmaps in the background.
+constexpr const char* kMountOptions = "barrier=0,noinit_itable,no_prefetch_block_bitmaps";
+
 // One inode per 8 KiB: many small files hit the quota about when their bytes would.
 int64_t InodesFor(int64_t size_mib) { return std::max<int64_t>(1024, size_mib * 128); }
+
+// Where the ext4 superblock sits in the image, and the fields we check or renew in it
+// (struct ext4_super_block in the kernel's fs/ext4/ext4.h).
+constexpr off_t kSuperblockOffset = 1024;
+constexpr size_t kSuperblockSize = 1024;
+constexpr size_t kInodesCount = 0x0, kBlocksCountLo = 0x4, kLogBlockSize = 0x18, kMagic = 0x38,
+                 kFeatureIncompat = 0x60, kFeatureRoCompat = 0x64, kUuid = 0x68, kHashSeed = 0xEC,
+                 kBlocksCountHi = 0x150, kChecksum = 0x3FC;
+constexpr uint32_t kIncompat64Bit = 0x80, kIncompatCsumSeed = 0x2000, kRoCompatMetadataCsum = 0x400;
+
+uint32_t Le32(const uint8_t* p) { return p[0] | p[1] << 8 | p[2] << 16 | static_cast<uint32_t>(p[3]) << 24; }
+
+void PutLe32(uint8_t* p, uint32_t v) {
+  for (int i = 0; i < 4; ++i) p[i] = static_cast<uint8_t>(v >> (8 * i));
+}
+
+// CRC32C as ext4 uses it: seeded with ~0, stored without the final inversion.
+uint32_t Crc32c(const uint8_t* data, size_t size) {
+  uint32_t crc = ~0u;
+  for (size_t i = 0; i < size; ++i) {
+    crc ^= data[i];
+    for (int bit = 0; bit < 8; ++bit) crc = (crc >> 1) ^ (0x82F63B78u & (0u - (crc & 1)));
+  }
+  return crc;
+}
+
+// A superblock we made for this size: a template that fails this is rebuilt.
+bool SuperblockFits(const uint8_t* sb, int64_t size_mib) {
+  uint32_t incompat = Le32(sb + kFeatureIncompat), log_block = Le32(sb + kLogBlockSize);
+  uint64_t blocks = Le32(sb + kBlocksCountLo);
+  if (incompat & kIncompat64Bit) blocks |= static_cast<uint64_t>(Le32(sb + kBlocksCountHi)) << 32;
+  // The checksum seed must be stored, not derived from the UUID, so that each copy can take a
+  // fresh UUID without rewriting every checksum in the filesystem.
+  return (sb[kMagic] | sb[kMagic + 1] << 8) == 0xEF53 && (incompat & kIncompatCsumSeed) &&
+         (Le32(sb + kFeatureRoCompat) & kRoCompatMetadataCsum) && log_block <= 6 &&
+         blocks > 0 && blocks << (10 + log_block) <= static_cast<uint64_t>(size_mib) << 20 &&
+         Le32(sb + kInodesCount) == InodesFor(size_mib) && Le32(sb + kChecksum) == Crc32c(sb, kChecksum);
+}
+
+// What mkfs would make unique: the UUID (statfs's f_fsid, visible in the sandbox) and the
+// directory hash seed.
+Expected<void> RenewIdentity(uint8_t* sb) {
+  uint8_t fresh[32];
+  if (getrandom(fresh, sizeof fresh, 0) != static_cast<ssize_t>(sizeof fresh)) {
+    return std::unexpected(Error::Sys("getrandom for the storage's UUID"));
+  }
+  fresh[6] = (fresh[6] & 0x0f) | 0x40;  // a version 4, variant 1 UUID
+  fresh[8] = (fresh[8] & 0x3f) | 0x80;
+  memcpy(sb + kUuid, fresh, 16);
+  memcpy(sb + kHashSeed, fresh + 16, 16);
+  PutLe32(sb + kChecksum, Crc32c(sb, kChecksum));
+  return {};
+}
 
 Expected<UniqueFd> CreateSparseImage(int64_t size_mib) {
   // O_TMPFILE: the image never has a name, so nothing is left on disk if we are killed.
@@ -36,8 +102,8 @@ Expected<void> Mkfs(int image_fd, int64_t size_mib) {
   std::string device = "/proc/self/fd/3";
   std::string inodes = std::to_string(InodesFor(size_mib));
   // No journal and no reserved blocks: a scratch filesystem that lives for one run.
-  const char* argv[] = {"mkfs.ext4", "-q", "-F", "-O", "^has_journal", "-m", "0", "-N",
-                        inodes.c_str(), "-E", "lazy_itable_init=1,nodiscard", device.c_str(),
+  const char* argv[] = {"mkfs.ext4", "-q", "-F", "-O", "^has_journal,metadata_csum_seed", "-m", "0",
+                        "-N", inodes.c_str(), "-E", "lazy_itable_init=1,nodiscard", device.c_str(),
                         nullptr};
   const char* envp[] = {"PATH=/usr/sbin:/sbin:/usr/bin:/bin", nullptr};
   posix_spawn_file_actions_t actions;
@@ -59,6 +125,85 @@ Expected<void> Mkfs(int image_fd, int64_t size_mib) {
   return {};
 }
 
+std::string TemplatePath(const std::string& cache_dir, int64_t size_mib) {
+  return fmt::format("{}/ext4-{}m-{}i.img", cache_dir, size_mib, InodesFor(size_mib));
+}
+
+// The template, if it is one we made: our own 0600 regular file (never through a symlink)
+// of the right size whose superblock fits.
+Expected<UniqueFd> OpenTemplate(const std::string& path, int64_t size_mib) {
+  UniqueFd fd(open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
+  if (!fd.valid()) return std::unexpected(Error::Sys("open " + path));
+  struct stat st{};
+  uint8_t sb[kSuperblockSize];
+  if (fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid() ||
+      (st.st_mode & 07777) != 0600 || st.st_nlink != 1 || st.st_size != size_mib << 20 ||
+      pread(fd.get(), sb, sizeof sb, kSuperblockOffset) != static_cast<ssize_t>(sizeof sb) ||
+      !SuperblockFits(sb, size_mib)) {
+    return std::unexpected(Error{path, "not a storage template of this size; rebuilding it", 0});
+  }
+  return fd;
+}
+
+// Formats a template and puts it in place of whatever held its name.
+Expected<UniqueFd> BuildTemplate(const std::string& path, int64_t size_mib) {
+  std::string dir = path.substr(0, path.rfind('/'));
+  UniqueFd fd(open(dir.c_str(), O_TMPFILE | O_RDWR | O_CLOEXEC, 0600));
+  if (!fd.valid()) return std::unexpected(Error::Sys("open O_TMPFILE in " + dir));
+  if (ftruncate(fd.get(), size_mib << 20) != 0) return std::unexpected(Error::Sys("ftruncate storage template"));
+  if (auto ok = Mkfs(fd.get(), size_mib); !ok) return std::unexpected(ok.error());
+  // Named only once complete, and renamed into place: a reader sees no half-made template.
+  std::string temp = fmt::format("{}.{}.new", path, getpid());
+  unlink(temp.c_str());  // left by a killed runtime that had our pid
+  if (linkat(fd.get(), "", AT_FDCWD, temp.c_str(), AT_EMPTY_PATH) != 0) {
+    return std::unexpected(Error::Sys("link storage template " + temp));
+  }
+  if (rename(temp.c_str(), path.c_str()) != 0) {
+    unlink(temp.c_str());
+    return std::unexpected(Error::Sys("rename storage template to " + path));
+  }
+  return OpenTemplate(path, size_mib);
+}
+
+// Writes the template's data, with a fresh identity, through the loop device: the writes
+// land in the image's page cache after the loop device's setup, which fsyncs the image.
+Expected<void> CopyTemplate(int from, int loop, int64_t size_mib) {
+  std::vector<uint8_t> buffer(1 << 20);
+  bool renewed = false;
+  for (off_t pos = 0, end = size_mib << 20; pos < end;) {
+    off_t data = lseek(from, pos, SEEK_DATA);
+    if (data < 0 && errno == ENXIO) break;
+    off_t hole = data < 0 ? -1 : lseek(from, data, SEEK_HOLE);
+    if (hole < 0) return std::unexpected(Error::Sys("seek storage template"));
+    for (off_t at = data; at < hole;) {
+      ssize_t got = pread(from, buffer.data(), std::min<off_t>(buffer.size(), hole - at), at);
+      if (got <= 0) return std::unexpected(Error::Sys("read storage template"));
+      if (at <= kSuperblockOffset && kSuperblockOffset + static_cast<off_t>(kSuperblockSize) <= at + got) {
+        uint8_t* sb = buffer.data() + (kSuperblockOffset - at);
+        if (!SuperblockFits(sb, size_mib)) return std::unexpected(Error{"storage template", "changed while read", 0});
+        if (auto ok = RenewIdentity(sb); !ok) return ok;
+        renewed = true;
+      }
+      if (pwrite(loop, buffer.data(), got, at) != got) return std::unexpected(Error::Sys("write storage image"));
+      at += got;
+    }
+    pos = hole;
+  }
+  if (!renewed) return std::unexpected(Error{"storage template", "its superblock was not copied", 0});
+  return {};
+}
+
+// A copy of the cached template for this size, formatted once per boot instead of per run.
+Expected<void> FillFromTemplate(int loop, int64_t size_mib) {
+  auto cache = CacheDir();
+  if (!cache) return std::unexpected(cache.error());
+  std::string path = TemplatePath(*cache, size_mib);
+  auto tmpl = OpenTemplate(path, size_mib);
+  if (!tmpl) tmpl = BuildTemplate(path, size_mib);
+  if (!tmpl) return std::unexpected(tmpl.error());
+  return CopyTemplate(tmpl->get(), loop, size_mib);
+}
+
 // Attaches the image to a free loop device that detaches itself when unmounted.
 Expected<UniqueFd> AttachLoop(int image_fd) {
   UniqueFd control(open("/dev/loop-control", O_RDWR | O_CLOEXEC));
@@ -78,23 +223,47 @@ Expected<UniqueFd> AttachLoop(int image_fd) {
   return std::unexpected(Error{"loop device", "every free device was taken concurrently", EBUSY});
 }
 
+enum class Format { kTemplate, kMkfs };
+
+// A fresh image, formatted either way, loop-mounted at mountpoint.
+Expected<UniqueFd> MountImage(int64_t size_mib, const std::string& mountpoint, Format format) {
+  auto image = CreateSparseImage(size_mib);
+  if (!image) return std::unexpected(image.error());
+  if (format == Format::kMkfs) {
+    if (auto ok = Mkfs(image->get(), size_mib); !ok) return std::unexpected(ok.error());
+  }
+  auto loop = AttachLoop(image->get());
+  if (!loop) return std::unexpected(loop.error());
+  if (format == Format::kTemplate) {
+    if (auto ok = FillFromTemplate(loop->get(), size_mib); !ok) return std::unexpected(ok.error());
+  }
+  std::string device = fmt::format("/proc/self/fd/{}", loop->get());
+  if (mount(device.c_str(), mountpoint.c_str(), "ext4", MS_NOSUID | MS_NODEV, kMountOptions) != 0) {
+    return std::unexpected(Error::Sys("mount ext4 storage on " + mountpoint));
+  }
+  UniqueFd root(open(mountpoint.c_str(), O_DIRECTORY | O_RDONLY | O_CLOEXEC));
+  if (!root.valid()) {
+    umount2(mountpoint.c_str(), MNT_DETACH);
+    return std::unexpected(Error::Sys("open storage root"));
+  }
+  return root;
+}
+
 }  // namespace
 
 Expected<Storage> Storage::CreateDisk(int64_t size_mib, const std::string& mountpoint) {
-  auto image = CreateSparseImage(size_mib);
-  if (!image) return std::unexpected(image.error());
-  if (auto ok = Mkfs(image->get(), size_mib); !ok) return std::unexpected(ok.error());
-  auto loop = AttachLoop(image->get());
-  if (!loop) return std::unexpected(loop.error());
   if (mkdir(mountpoint.c_str(), 0700) != 0) return std::unexpected(Error::Sys("mkdir " + mountpoint));
-  std::string device = fmt::format("/proc/self/fd/{}", loop->get());
-  if (mount(device.c_str(), mountpoint.c_str(), "ext4", MS_NOSUID | MS_NODEV, "") != 0) {
-    rmdir(mountpoint.c_str());
-    return std::unexpected(Error::Sys("mount ext4 storage on " + mountpoint));
+  auto root = MountImage(size_mib, mountpoint, Format::kTemplate);
+  if (!root) {
+    // The template is only a shortcut: whatever went wrong with it, mkfs makes the image.
+    if (auto cache = CacheDir()) unlink(TemplatePath(*cache, size_mib).c_str());
+    root = MountImage(size_mib, mountpoint, Format::kMkfs);
   }
-  Storage storage(UniqueFd(open(mountpoint.c_str(), O_DIRECTORY | O_RDONLY | O_CLOEXEC)), mountpoint);
-  if (!storage.root_.valid()) return std::unexpected(Error::Sys("open storage root"));
-  return storage;
+  if (!root) {
+    rmdir(mountpoint.c_str());
+    return std::unexpected(root.error());
+  }
+  return Storage(std::move(*root), mountpoint);
 }
 
 Storage Storage::Adopt(UniqueFd root) { return Storage(std::move(root), ""); }

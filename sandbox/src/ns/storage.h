@@ -3,7 +3,8 @@
 //
 // As root it is an ext4 image on disk, so the quota can exceed the memory limit: the image file
 // never has a name, and the mount exists only in the runtime's private mount namespace, so a
-// killed runtime leaves neither behind. Rootless, the sandbox's
+// killed runtime leaves neither behind. Each run's filesystem is new: a copy of an empty one that
+// mkfs made once per size (cached under the state root) with a fresh UUID and hash seed. Rootless, the sandbox's
 // setup mounts a size-capped tmpfs (which costs RAM) and hands the runtime a descriptor to it.
 //
 //   auto storage = Storage::CreateDisk(128, run_dir + "/storage");
