@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <regex>
@@ -160,7 +161,9 @@ void SnapshotStore::Discard(const SnapshotKey& key, int fd) {
 Expected<PendingSnapshot> SnapshotStore::Begin(const SnapshotKey& key) {
   PendingSnapshot pending;
   pending.name = key.name;
-  pending.temp_name = fmt::format("{}{}-{}", kTempPrefix, getpid(), key.name);
+  // Unique among runtimes (pid) and among the sessions one runtime starts at once (counter).
+  static std::atomic<unsigned> counter{0};
+  pending.temp_name = fmt::format("{}{}-{}-{}", kTempPrefix, getpid(), counter++, key.name);
   pending.fd.Reset(openat(dir_.get(), pending.temp_name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
   if (!pending.fd.valid()) return std::unexpected(Error::Sys(fmt::format("create {}/{}", path_, pending.temp_name)));
   if (auto ok = WriteAll(pending.fd.get(), Header(key)); !ok) {
