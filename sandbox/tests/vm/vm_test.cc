@@ -107,7 +107,7 @@ TEST(VmHello, python_runs_in_its_own_guest_kernel_under_tcg) {
   EXPECT_GT(run.result["timings"]["run_ms"].get<int64_t>(), 0);
 }
 
-TEST(VmHello, node_runs_on_a_kernel_booted_for_this_run) {
+TEST(VmHello, node_runs_on_a_guest_kernel_of_its_own_run) {
   auto run = RunVm({}, {kNode, "-e", "console.log(require('fs').readFileSync('/proc/sys/kernel/random/boot_id', 'utf8').trim())"});
   ASSERT_EQ(run.result["status"], "exited") << run.out << run.err;
   std::string guest_boot = run.result["stdout"];
@@ -115,6 +115,7 @@ TEST(VmHello, node_runs_on_a_kernel_booted_for_this_run) {
   EXPECT_EQ(guest_boot.size(), host_boot.size()) << guest_boot;
   EXPECT_NE(guest_boot, host_boot);
   auto again = RunVm({}, {"/bin/cat", "/proc/sys/kernel/random/boot_id"});
+  // Booted or restored from the boot snapshot, each run gets a VM of its own.
   EXPECT_NE(again.result.value("stdout", ""), guest_boot) << "two runs shared one guest kernel";
 }
 
