@@ -1,8 +1,13 @@
 #include "cgroup.h"
 
+#include <fcntl.h>
+#include <linux/sched.h>
 #include <signal.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
+
+#include <algorithm>
 
 #include <chrono>
 #include <cmath>
@@ -149,7 +154,44 @@ void KillDir(const std::string& path, int version) {
   }
 }
 
+// Whether a /proc/<pid>/cgroup listing puts the process at `path` in the hierarchy of
+// `controller`; the empty controller is v2's.
+bool Lists(const std::string& listing, const std::string& controller, const std::string& path) {
+  for (const auto& line : Split(listing, '\n')) {
+    auto first = line.find(':'), second = line.find(':', first + 1);
+    if (first == std::string::npos || second == std::string::npos || line.substr(second + 1) != path) continue;
+    auto controllers = Split(line.substr(first + 1, second - first - 1), ',');
+    if (controller.empty() ? controllers.empty() : std::ranges::count(controllers, controller) > 0) return true;
+  }
+  return false;
+}
+
 }  // namespace
+
+long CgroupEntry::Clone(unsigned long flags, int* pidfd) const {
+  if (v2_dir_.valid()) {
+    clone_args args{};
+    args.flags = (flags & ~static_cast<unsigned long>(CSIGNAL)) | CLONE_INTO_CGROUP;
+    args.exit_signal = flags & CSIGNAL;
+    args.pidfd = reinterpret_cast<uint64_t>(pidfd);
+    args.cgroup = static_cast<uint64_t>(v2_dir_.get());
+    long pid = syscall(SYS_clone3, &args, sizeof args);
+    if (pid >= 0) return pid;
+    // Kernels before 5.7 lack it; whatever else refused it, the parent's EnsureHolds moves
+    // the child in the slow way.
+  }
+  return syscall(SYS_clone, flags, nullptr, pidfd, nullptr, 0);
+}
+
+void CgroupEntry::JoinSelf() {
+  for (auto& tasks : v1_tasks_) {
+    // "0" is the writer, and `tasks` moves a single thread: together they spare the
+    // thread-group lock that a pid, or cgroup.procs, takes.
+    [[maybe_unused]] ssize_t n = write(tasks.get(), "0", 1);
+    tasks.Reset();
+  }
+  v2_dir_.Reset();
+}
 
 Cgroup Cgroup::Create(const std::string& run_id, const CgroupLimits& limits) {
   Cgroup cg;
@@ -158,11 +200,12 @@ Cgroup Cgroup::Create(const std::string& run_id, const CgroupLimits& limits) {
   auto place = [&](const std::string& controller) -> std::optional<Dir> {
     if (v2 && V2Enabled(*v2, controller)) {
       std::string path = *v2 + "/" + RunName(run_id);
-      if (mkdir(path.c_str(), 0755) == 0 || errno == EEXIST) return Dir{path, 2};
+      if (mkdir(path.c_str(), 0755) == 0 || errno == EEXIST) return Dir{path, 2, path.substr(h.v2_mount->size())};
     }
     if (auto mount = h.v1_mount.find(controller); mount != h.v1_mount.end()) {
-      std::string path = mount->second + h.v1_self[controller] + "/" + RunName(run_id);
-      if (mkdir(path.c_str(), 0755) == 0) return Dir{path, 1};
+      std::string in_hierarchy = h.v1_self[controller] + "/" + RunName(run_id);
+      std::string path = mount->second + in_hierarchy;
+      if (mkdir(path.c_str(), 0755) == 0) return Dir{path, 1, in_hierarchy};
       cg.problems_.push_back(fmt::format("{}: cannot create a cgroup under {} ({})", controller,
                                          mount->second, strerror(errno)));
       return std::nullopt;
@@ -175,9 +218,10 @@ Cgroup Cgroup::Create(const std::string& run_id, const CgroupLimits& limits) {
   cg.pids_ = place("pids");
   if (cg.cpu_ && cg.cpu_->version == 2) cg.cpuacct_ = cg.cpu_;
   else if (auto acct = h.v1_mount.find("cpuacct"); acct != h.v1_mount.end()) {
-    std::string path = acct->second + h.v1_self["cpuacct"] + "/" + RunName(run_id);
+    std::string in_hierarchy = h.v1_self["cpuacct"] + "/" + RunName(run_id);
+    std::string path = acct->second + in_hierarchy;
     if (path == (cg.cpu_ ? cg.cpu_->path : "") || mkdir(path.c_str(), 0755) == 0 || errno == EEXIST) {
-      cg.cpuacct_ = Dir{path, 1};
+      cg.cpuacct_ = Dir{path, 1, in_hierarchy};
     }
   }
   cg.ApplyLimits(limits);
@@ -235,6 +279,42 @@ Expected<void> Cgroup::AddProcess(pid_t pid) {
     if (!*d || !done.insert((*d)->path).second) continue;
     if (!WriteFile((*d)->path + "/cgroup.procs", std::to_string(pid))) {
       return std::unexpected(Error::Sys("write " + (*d)->path + "/cgroup.procs"));
+    }
+  }
+  return {};
+}
+
+std::vector<std::pair<const char*, const Cgroup::Dir*>> Cgroup::Dirs() const {
+  std::vector<std::pair<const char*, const Dir*>> dirs;
+  std::set<std::string> seen;
+  for (const auto& [controller, d] : {std::pair{"memory", &memory_}, {"cpu", &cpu_}, {"cpuacct", &cpuacct_},
+                                      {"pids", &pids_}}) {
+    if (*d && seen.insert((*d)->path).second) dirs.emplace_back(controller, &**d);
+  }
+  return dirs;
+}
+
+CgroupEntry Cgroup::OpenEntry() const {
+  CgroupEntry entry;
+  for (const auto& [controller, d] : Dirs()) {
+    if (d->version == 2) {
+      entry.v2_dir_.Reset(open(d->path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+      continue;
+    }
+    // Write-only: the child gets no way to read or enumerate the host's cgroups.
+    UniqueFd tasks(open((d->path + "/tasks").c_str(), O_WRONLY | O_CLOEXEC));
+    if (tasks.valid()) entry.v1_tasks_.push_back(std::move(tasks));
+  }
+  return entry;
+}
+
+Expected<void> Cgroup::EnsureHolds(pid_t pid) {
+  std::string listing = ReadFile(fmt::format("/proc/{}/cgroup", pid));
+  for (const auto& [controller, d] : Dirs()) {
+    if (Lists(listing, d->version == 2 ? "" : controller, d->in_hierarchy)) continue;
+    // The slow way: the whole thread group, from outside.
+    if (!WriteFile(d->path + "/cgroup.procs", std::to_string(pid))) {
+      return std::unexpected(Error::Sys("write " + d->path + "/cgroup.procs"));
     }
   }
   return {};
