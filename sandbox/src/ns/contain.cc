@@ -45,6 +45,13 @@ Expected<void> AwaitGo(int channel) {
   return {};
 }
 
+Expected<void> JoinCgroup(ContainPlan& plan) {
+  // First of all, while we are one thread; the runtime checks the result before its "go" and
+  // moves us itself where this failed.
+  plan.cgroup.JoinSelf();
+  return channel::WriteMessage(plan.channel_fd, channel::Message{{{"type", "joined"}}, ""});
+}
+
 Expected<void> BecomeSetupRoot(const Identity& id) {
   if (!id.setup_becomes_root) return {};
   if (setgroups(0, nullptr) != 0) return std::unexpected(Error::Sys("setgroups"));
@@ -54,7 +61,8 @@ Expected<void> BecomeSetupRoot(const Identity& id) {
 }
 
 Expected<void> EnterCgroupNamespace() {
-  // Only now, after the runtime moved us into our cgroup, so that it becomes the namespace's root.
+  // Only now, once the runtime has checked that we are in our cgroup, so that it becomes the
+  // namespace's root.
   if (unshare(CLONE_NEWCGROUP) != 0) return std::unexpected(Error::Sys("unshare CLONE_NEWCGROUP"));
   return {};
 }
@@ -122,7 +130,8 @@ Expected<void> ExecAgent(const ContainPlan& plan) {
 }
 
 Expected<void> Contain(ContainPlan& plan) {
-  SMOLBOX_TRY(AwaitGo(plan.channel_fd));  // id maps written, cgroup joined
+  SMOLBOX_TRY(JoinCgroup(plan));
+  SMOLBOX_TRY(AwaitGo(plan.channel_fd));  // id maps written, cgroup checked
   SMOLBOX_TRY(OpenSources(plan.root));      // with the runtime's filesystem ids, not ours
   SMOLBOX_TRY(BecomeSetupRoot(plan.identity));
   SMOLBOX_TRY(DieWithParent());  // after the uid change, which clears it

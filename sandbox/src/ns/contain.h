@@ -2,7 +2,8 @@
 // checklist that ends in execve of the agent, or in a setup_error sent to the runtime.
 //
 // Protocol with the runtime over the channel, before the agent speaks:
-//   runtime -> child  {"type":"go"}        id maps and cgroup are in place
+//   child -> runtime  {"type":"joined"}    moved itself into the v1 cgroups (see CgroupEntry)
+//   runtime -> child  {"type":"go"}        id maps written, every cgroup checked
 //   child -> runtime  {"type":"storage"}   rootless only, with the tmpfs root as SCM_RIGHTS
 //   runtime -> child  {"type":"go"}        rootless only: storage laid out and filled
 //   child -> runtime  {"type":"setup_error", "where":..., "what":..., "errno":...}
@@ -11,6 +12,7 @@
 #include <cstdint>
 #include <string>
 
+#include "cgroup.h"
 #include "channel.h"
 #include "mount.h"
 #include "unique_fd.h"
@@ -23,6 +25,7 @@ struct ContainPlan {
   Identity identity;
   int channel_fd = -1;
   int agent_fd = -1;  // a sealed memfd holding smolbox-agent
+  CgroupEntry cgroup;
   // Rootless: the sandbox mounts its own tmpfs storage here and sends it to the runtime.
   std::string tmpfs_storage_mountpoint;
   int64_t storage_mib = 0;

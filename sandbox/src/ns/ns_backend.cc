@@ -85,17 +85,19 @@ ContainPlan MakePlan(const RunSpec& spec, const Sandbox& box, int child_channel)
   return plan;
 }
 
+Expected<std::pair<channel::Message, UniqueFd>> AwaitSetup(const Sandbox& box);
+
 Expected<void> StartSandbox(const RunSpec& spec, Sandbox& box) {
   int pair[2];
   if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) != 0) return std::unexpected(Error::Sys("socketpair"));
   box.channel.Reset(pair[0]);
   UniqueFd child_end(pair[1]);
   ContainPlan plan = MakePlan(spec, box, child_end.get());
+  plan.cgroup = box.cgroup->OpenEntry();
   int pidfd = -1;
   unsigned long flags = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC |
                         CLONE_NEWUTS | CLONE_PIDFD | SIGCHLD;
-  // Raw clone without CLONE_VM forks: the child runs on a copy of this stack.
-  long pid = syscall(SYS_clone, flags, nullptr, &pidfd, nullptr, 0);
+  long pid = plan.cgroup.Clone(flags, &pidfd);
   if (pid < 0) return std::unexpected(Error::Sys("clone with new namespaces"));
   if (pid == 0) {
     // Our copy of the runtime's end must go, or a dead runtime would never read as EOF here.
@@ -104,8 +106,14 @@ Expected<void> StartSandbox(const RunSpec& spec, Sandbox& box) {
   }
   box.pid = static_cast<pid_t>(pid);
   box.pidfd.Reset(pidfd);
-  if (auto ok = box.cgroup->AddProcess(box.pid); !ok) return ok;
+  // While the child joins its cgroups.
   if (auto ok = WriteIdMaps(box.pid, box.identity); !ok) return ok;
+  auto joined = AwaitSetup(box);
+  if (!joined) return std::unexpected(joined.error());
+  if (joined->first.Type() != "joined") {
+    return std::unexpected(Error{"setup", "unexpected message \"" + joined->first.Type() + "\"", 0});
+  }
+  if (auto ok = box.cgroup->EnsureHolds(box.pid); !ok) return ok;
   return channel::WriteMessage(box.channel.get(), channel::Message{{{"type", "go"}}, ""});
 }
 
