@@ -273,17 +273,6 @@ std::string Cgroup::Describe() const {
   return fmt::format("{} {} {}", one("memory", memory_), one("cpu", cpu_), one("pids", pids_));
 }
 
-Expected<void> Cgroup::AddProcess(pid_t pid) {
-  std::set<std::string> done;
-  for (const auto* d : {&memory_, &cpu_, &cpuacct_, &pids_}) {
-    if (!*d || !done.insert((*d)->path).second) continue;
-    if (!WriteFile((*d)->path + "/cgroup.procs", std::to_string(pid))) {
-      return std::unexpected(Error::Sys("write " + (*d)->path + "/cgroup.procs"));
-    }
-  }
-  return {};
-}
-
 std::vector<std::pair<const char*, const Cgroup::Dir*>> Cgroup::Dirs() const {
   std::vector<std::pair<const char*, const Dir*>> dirs;
   std::set<std::string> seen;

@@ -68,7 +68,6 @@ class Cgroup {
   const std::vector<std::string>& problems() const { return problems_; }
   std::string Describe() const;
 
-  Expected<void> AddProcess(pid_t pid);
   CgroupEntry OpenEntry() const;
   // Moves pid into every hierarchy of the run that /proc/<pid>/cgroup does not show it in.
   Expected<void> EnsureHolds(pid_t pid);

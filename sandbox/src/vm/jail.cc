@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -38,9 +39,13 @@ void DropCapabilities() {
   syscall(SYS_capset, &header, data);
 }
 
-[[noreturn]] void RunChild(const JailPlan& plan, int go_fd, int error_fd) {
+[[noreturn]] void RunChild(const JailPlan& plan, ns::CgroupEntry& cgroup, int joined_fd, int go_fd,
+                           int error_fd) {
   // The runtime's death ends QEMU, and with it (PID 1 of its namespace) everything in it.
   if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) FailStep(error_fd, "prctl PR_SET_PDEATHSIG");
+  // While we are one thread; the runtime moves us itself where this failed.
+  cgroup.JoinSelf();
+  if (write(joined_fd, "j", 1) != 1) FailStep(error_fd, "report the cgroup joined");
   char go = 0;
   if (read(go_fd, &go, 1) != 1) FailStep(error_fd, "await id maps");
   if (mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) FailStep(error_fd, "mount --make-rprivate /");
@@ -71,6 +76,18 @@ void DropCapabilities() {
   FailStep(error_fd, "execve QEMU");
 }
 
+// Nothing once the child has exec'd QEMU (the pipe closes), or the step that failed.
+std::optional<Error> ReadStepFailure(int error_fd) {
+  StepFailure failure{};
+  ssize_t n;
+  do {
+    n = read(error_fd, &failure, sizeof failure);
+  } while (n < 0 && errno == EINTR);
+  if (n != static_cast<ssize_t>(sizeof failure)) return std::nullopt;
+  failure.step[sizeof failure.step - 1] = '\0';
+  return Error{"qemu jail", failure.step, failure.err};
+}
+
 Expected<void> WriteProcFile(pid_t pid, const char* name, const std::string& text) {
   std::string path = fmt::format("/proc/{}/{}", pid, name);
   UniqueFd fd(open(path.c_str(), O_WRONLY | O_CLOEXEC));
@@ -89,20 +106,25 @@ Expected<void> MapIds(pid_t pid, const JailPlan& plan) {
 }  // namespace
 
 Expected<JailedProcess> StartJailed(const JailPlan& plan, ns::Cgroup& cgroup) {
+  int joined[2];
   int go[2];
   int error[2];
+  if (pipe2(joined, O_CLOEXEC) != 0) return std::unexpected(Error::Sys("pipe2"));
+  UniqueFd joined_read(joined[0]), joined_write(joined[1]);
   if (pipe2(go, O_CLOEXEC) != 0) return std::unexpected(Error::Sys("pipe2"));
   UniqueFd go_read(go[0]), go_write(go[1]);
   if (pipe2(error, O_CLOEXEC) != 0) return std::unexpected(Error::Sys("pipe2"));
   UniqueFd error_read(error[0]), error_write(error[1]);
+  ns::CgroupEntry entry = cgroup.OpenEntry();
   int pidfd = -1;
   unsigned long flags = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC |
                         CLONE_NEWUTS | CLONE_PIDFD | SIGCHLD;
-  // A raw clone without CLONE_VM is a fork into new namespaces.
-  long pid = syscall(SYS_clone, flags, nullptr, &pidfd, nullptr, 0);
+  long pid = entry.Clone(flags, &pidfd);
   if (pid < 0) return std::unexpected(Error::Sys("clone QEMU's namespaces"));
-  if (pid == 0) RunChild(plan, go_read.get(), error_write.get());
+  if (pid == 0) RunChild(plan, entry, joined_write.get(), go_read.get(), error_write.get());
   JailedProcess jailed{static_cast<pid_t>(pid), UniqueFd(pidfd)};
+  entry = {};
+  joined_write.Reset();
   error_write.Reset();
   go_read.Reset();
   auto abandon = [&](Error e) -> Expected<JailedProcess> {
@@ -111,18 +133,19 @@ Expected<JailedProcess> StartJailed(const JailPlan& plan, ns::Cgroup& cgroup) {
     }
     return std::unexpected(std::move(e));
   };
-  if (auto ok = cgroup.AddProcess(jailed.pid); !ok) return abandon(ok.error());
+  // While the child joins its cgroups.
   if (auto ok = MapIds(jailed.pid, plan); !ok) return abandon(ok.error());
-  if (write(go_write.get(), "g", 1) != 1) return abandon(Error::Sys("start QEMU"));
-  StepFailure failure{};
+  char ack = 0;
   ssize_t n;
   do {
-    n = read(error_read.get(), &failure, sizeof failure);
+    n = read(joined_read.get(), &ack, 1);
   } while (n < 0 && errno == EINTR);
-  if (n == static_cast<ssize_t>(sizeof failure)) {
-    failure.step[sizeof failure.step - 1] = '\0';
-    return abandon(Error{"qemu jail", failure.step, failure.err});
+  if (n == 1) {
+    if (auto ok = cgroup.EnsureHolds(jailed.pid); !ok) return abandon(ok.error());
+    if (write(go_write.get(), "g", 1) != 1) return abandon(Error::Sys("start QEMU"));
   }
+  if (auto failed = ReadStepFailure(error_read.get())) return abandon(*failed);
+  if (n != 1) return abandon(Error{"qemu jail", "the jailed child died before it joined its cgroup", 0});
   return jailed;
 }
 
