@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include "interrupt.h"
 #include "runner.h"
 #include "warm_bench.h"
 
@@ -145,7 +146,8 @@ BenchReport RunBench(const BenchPlan& plan, const std::vector<Profile>& profiles
     for (size_t w = 0; w < plan.workloads.size(); ++w) {
       const Workload& workload = plan.workloads[w];
       for (size_t s = 0; s < plan.sandboxes.size(); ++s) {
-        if (row_of[w][s] < 0) continue;
+        // Stopped early, the samples so far still make a report, and the warm sandboxes go.
+        if (row_of[w][s] < 0 || Interrupted()) continue;
         BenchRow& into = report.rows[static_cast<size_t>(row_of[w][s])];
         int64_t ms = 0;
         std::string failure;

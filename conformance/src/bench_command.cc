@@ -10,6 +10,8 @@
 
 #include "bench.h"
 #include "case_dir.h"
+#include "host_command.h"
+#include "interrupt.h"
 #include "program.h"
 #include "report.h"
 #include "smolbox/host.h"
@@ -33,7 +35,7 @@ struct BenchFlags {
 std::vector<std::string> DefaultSandboxes() {
   std::vector<std::string> sandboxes = {"null"};
   const char* path = std::getenv("PATH");
-  auto host = smolbox::host::ProbeHost({"", path != nullptr ? path : "", ""});
+  auto host = smolbox::host::ProbeHost({"", path != nullptr ? path : "", GuestDir()});
   bool kvm = false;
   if (host) {
     for (const auto& b : host->backends) kvm |= b.usable() && b.sandbox == "smolbox:vm";
@@ -76,6 +78,7 @@ int RunBenchCommand(const BenchFlags& flags) {
   auto work_root = MakeWorkRoot();
   if (!work_root) return fmt::print(stderr, "smolvm-check: {}\n", work_root.error().ToString()), 2;
   std::string started = NowIso8601();
+  InterruptScope interrupt_scope;  // SIGINT and SIGTERM end the runs; the warm sandboxes are removed
   BenchReport report = RunBench(plan, profiles, catalog->directory, *work_root,
                                 [](const std::string& line) { fmt::print(stderr, "{}\n", line); });
   report.host = DescribeHost();
@@ -89,6 +92,7 @@ int RunBenchCommand(const BenchFlags& flags) {
   }
   if (flags.json) fmt::print("{}\n", ToJson(report).dump(2));
   else fmt::print("{}", ToMarkdown(report));
+  if (Interrupted()) return fmt::print(stderr, "smolvm-check: bench interrupted\n"), 128 + InterruptSignal();
   bool any_failed = std::any_of(report.rows.begin(), report.rows.end(), [](const BenchRow& r) { return !r.failures.empty(); });
   return any_failed ? 1 : 0;
 }

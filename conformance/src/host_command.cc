@@ -18,6 +18,8 @@ std::string Env(const char* name) {
   return value ? value : "";
 }
 
+}  // namespace
+
 // Where scripts/build-guest puts the vm backend's kernel, initramfs and rootfs, and where
 // smolbox looks: $SMOLBOX_GUEST_DIR; for root /var/cache/smolbox/guest; else
 // $XDG_CACHE_HOME/smolbox/guest or ~/.cache/smolbox/guest.
@@ -28,8 +30,6 @@ std::string GuestDir() {
   if (!Env("HOME").empty()) return Env("HOME") + "/.cache/smolbox/guest";
   return "";
 }
-
-}  // namespace
 
 int RunHost(const HostFlags& flags, std::ostream& out, std::ostream& err, bool color) {
   if (flags.cpuid) {

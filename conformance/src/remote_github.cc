@@ -17,6 +17,7 @@
 #include <sstream>
 #include <thread>
 
+#include "interrupt.h"
 #include "subprocess.h"
 
 namespace smolvm_check {
@@ -28,36 +29,6 @@ using nlohmann::json;
 
 // Consecutive failing `gh` polls tolerated before giving up: one API hiccup must not lose a run.
 constexpr int kMaxPollErrors = 3;
-
-volatile std::sig_atomic_t g_signal = 0;
-
-void OnSignal(int sig) { g_signal = sig; }
-
-bool Interrupted() { return g_signal != 0; }
-
-// SIGINT and SIGTERM only set a flag, which the poll loops check; the previous handlers come
-// back when the run is over. No SA_RESTART, so a sleep ends at once.
-class InterruptScope {
- public:
-  InterruptScope() {
-    g_signal = 0;
-    struct sigaction action {};
-    action.sa_handler = OnSignal;
-    sigemptyset(&action.sa_mask);
-    sigaction(SIGINT, &action, &old_int_);
-    sigaction(SIGTERM, &action, &old_term_);
-  }
-  ~InterruptScope() {
-    sigaction(SIGINT, &old_int_, nullptr);
-    sigaction(SIGTERM, &old_term_, nullptr);
-  }
-  InterruptScope(const InterruptScope&) = delete;
-  InterruptScope& operator=(const InterruptScope&) = delete;
-
- private:
-  struct sigaction old_int_ {};
-  struct sigaction old_term_ {};
-};
 
 // Sleeps in short slices so that a signal that lands just before a slice still ends the wait
 // promptly.
@@ -180,11 +151,11 @@ int RemoteRun::Fail(const Error& error) {
     fmt::print(stderr, "\n");
   }
   fmt::print(stderr, "smolvm-check: remote github: {}\n", error.ToString());
-  return Interrupted() ? kRemoteInterruptedBase + g_signal : kRemoteNoVerdict;
+  return Interrupted() ? kRemoteInterruptedBase + InterruptSignal() : kRemoteNoVerdict;
 }
 
 Error RemoteRun::InterruptedError() const {
-  return Error{"interrupted", g_signal == SIGTERM ? "SIGTERM" : "SIGINT", 0};
+  return Error{"interrupted", InterruptSignal() == SIGTERM ? "SIGTERM" : "SIGINT", 0};
 }
 
 Expected<std::string> RemoteRun::Gh(std::vector<std::string> args, const CaptureOptions& options) {
@@ -466,7 +437,7 @@ int RunRemoteGithub(const RemoteGithubOptions& options) {
     RemoteRun run(options);
     exit_code = run.Execute();
   }  // the branch is gone here, before the exit code is reported
-  if (Interrupted()) exit_code = kRemoteInterruptedBase + g_signal;
+  if (Interrupted()) exit_code = kRemoteInterruptedBase + InterruptSignal();
   return exit_code;
 }
 

@@ -28,15 +28,17 @@ std::string Variable(const Profile& profile, const std::string& name) {
 
 }  // namespace
 
+bool IsBareInterpreter(const Profile& profile) { return profile.name == "null"; }
+
 bool HasWarmPath(const Profile& profile) {
   // A fresh-boot variant's warm exec is its snapshot sibling's: the VM is up either way.
-  return profile.host_paths || (profile.name.starts_with("smolbox:") && !profile.fresh_boot);
+  return IsBareInterpreter(profile) || (profile.name.starts_with("smolbox:") && !profile.fresh_boot);
 }
 
 Expected<std::unique_ptr<WarmSandbox>> WarmSandbox::Prepare(const Profile& profile, const std::string& payload_dir) {
   std::unique_ptr<WarmSandbox> warm(new WarmSandbox());
   warm->payload_dir_ = payload_dir;
-  if (profile.host_paths) return warm;
+  if (IsBareInterpreter(profile)) return warm;
   if (!HasWarmPath(profile)) return std::unexpected(Error{profile.name, "has no warm path", 0});
   std::vector<std::string> argv = {Variable(profile, "smolbox"), "create", SandboxName(),
                                    "--backend", Variable(profile, "backend"), "--accel", Variable(profile, "accel"),
