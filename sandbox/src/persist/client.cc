@@ -114,9 +114,11 @@ Expected<void> RemoveSandbox(const std::string& name, bool force) {
                                                      "ends it", name, name), 0});
   }
   if (info && KeeperAlive(*info)) {
-    // A busy keeper is mid-exec and cannot answer; an idle one tears down in order.
-    bool stopped = !busy && AskToStop(dir->get());
-    AwaitKeeperExit(*info, !stopped);
+    // A busy keeper is mid-exec and cannot answer; an idle one tears down in order; one that
+    // has marked its sandbox dead is tearing down already and exits by itself.
+    bool dying = ReadDeathReason(dir->get()).has_value();
+    bool stopped = !busy && !dying && AskToStop(dir->get());
+    AwaitKeeperExit(*info, !stopped && !dying);
   }
   // Whatever a killed keeper left: its run directory, its cgroups.
   ns::SweepStaleRuns();

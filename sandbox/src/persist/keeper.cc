@@ -135,10 +135,13 @@ class Keeper {
     return session_->Exec(spec, std::move(order->stdin_data));
   }
 
+  // Marked dead and closed to requests first: a teardown (a VM's power-off) takes a moment,
+  // during which ls must not call the sandbox running nor exec reach it.
   void Die(const std::string& reason) {
-    session_.reset();
-    unlinkat(dir_fd_, kControlSocket, 0);
     (void)WriteDeathReason(dir_fd_, reason + "\n");
+    listener_.Reset();
+    unlinkat(dir_fd_, kControlSocket, 0);
+    session_.reset();
   }
 
   int dir_fd_;
