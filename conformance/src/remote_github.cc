@@ -176,7 +176,9 @@ Expected<std::string> RemoteRun::Git(std::vector<std::string> args, std::vector<
   args.insert(args.begin(), "git");
   // A push that needs credentials fails with git's message instead of waiting for a password.
   env.push_back("GIT_TERMINAL_PROMPT=0");
-  auto r = RunCaptured(args, {env, ""});
+  CaptureOptions options;
+  options.extra_env = std::move(env);
+  auto r = RunCaptured(args, options);
   if (!r) return std::unexpected(r.error());
   if (r->exit_code != 0) {
     return std::unexpected(

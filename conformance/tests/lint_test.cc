@@ -27,7 +27,9 @@ class Lint : public ::testing::Test {
   void TearDown() override { fs::remove_all(dir_); }
 
   Captured RunLint(std::vector<std::string> env) {
-    auto r = RunCaptured({kSource + "/scripts/lint"}, {std::move(env), ""});
+    CaptureOptions options;
+    options.extra_env = std::move(env);
+    auto r = RunCaptured({kSource + "/scripts/lint"}, options);
     EXPECT_TRUE(r.has_value());
     return r ? *r : Captured{};
   }
