@@ -1,5 +1,6 @@
 #include "cgroup.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <linux/sched.h>
 #include <signal.h>
@@ -137,6 +138,24 @@ bool RemoveDir(const std::string& path) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   return false;
+}
+
+// Every directory called `name` in the tree under `dir`, down to `depth` levels. cgroupfs holds
+// no symlinks, and the walk does not descend into what it found.
+void FindNamed(const std::string& dir, const std::string& name, int depth, std::vector<std::string>& found) {
+  if (depth == 0) return;
+  DIR* listing = opendir(dir.c_str());
+  if (!listing) return;
+  while (dirent* entry = readdir(listing)) {
+    std::string child = entry->d_name;
+    if (entry->d_type != DT_DIR || child == "." || child == "..") continue;
+    if (child == name) {
+      found.push_back(dir + "/" + child);
+    } else {
+      FindNamed(dir + "/" + child, name, depth - 1, found);
+    }
+  }
+  closedir(listing);
 }
 
 void KillDir(const std::string& path, int version) {
@@ -354,20 +373,22 @@ void Cgroup::Destroy() {
 }
 
 void RemoveStaleCgroups(const std::string& run_id) {
+  // A v1 run cgroup sits under the cgroup of the runtime that made it, and the sweeper may live
+  // in another one (a later login, job or service), so each hierarchy is searched for it.
   Hierarchies h = Discover();
-  std::vector<std::pair<std::string, int>> candidates;
-  if (h.v2_mount) {
-    candidates.emplace_back(*h.v2_mount + "/smolbox/" + RunName(run_id), 2);
-    candidates.emplace_back(*h.v2_mount + h.v2_self + "/" + RunName(run_id), 2);
-  }
+  std::vector<std::pair<std::string, int>> roots;
+  if (h.v2_mount) roots.emplace_back(*h.v2_mount, 2);
+  std::set<std::string> v1_mounts;
   for (const auto& [controller, mount] : h.v1_mount) {
-    candidates.emplace_back(mount + h.v1_self[controller] + "/" + RunName(run_id), 1);
+    if (v1_mounts.insert(mount).second) roots.emplace_back(mount, 1);
   }
-  for (const auto& [path, version] : candidates) {
-    struct stat st{};
-    if (stat(path.c_str(), &st) != 0) continue;
-    KillDir(path, version);
-    RemoveDir(path);
+  for (const auto& [root, version] : roots) {
+    std::vector<std::string> found;
+    FindNamed(root, RunName(run_id), 8, found);
+    for (const auto& path : found) {
+      KillDir(path, version);
+      RemoveDir(path);
+    }
   }
 }
 

@@ -8,6 +8,8 @@
 
 #include <chrono>
 #include <filesystem>
+#include <fstream>
+#include <set>
 #include <thread>
 
 #include "smolbox_runner.h"
@@ -124,18 +126,28 @@ std::vector<std::string> Leftovers(pid_t owner) {
   return found;
 }
 
-TEST(Cleanup, a_finished_run_leaves_no_run_dir_cgroup_or_loop_device) {
-  std::string marker = RandomToken();
-  auto run = RunJson({}, {"/bin/sh", "-c", "echo " + marker});
-  ASSERT_EQ(run.result["status"], "exited") << run.err;
-  EXPECT_EQ(CountProcessesWith(marker), 0);
-  std::string cgroups;
+// Every run cgroup on the host, in every hierarchy.
+std::set<std::string> RunCgroups() {
+  std::set<std::string> found;
   for (const char* root : {"/sys/fs/cgroup/memory", "/sys/fs/cgroup/pids", "/sys/fs/cgroup/cpu", "/sys/fs/cgroup"}) {
     if (!std::filesystem::exists(root)) continue;
     for (const auto& entry : std::filesystem::recursive_directory_iterator(
              root, std::filesystem::directory_options::skip_permission_denied)) {
-      if (entry.path().filename().string().rfind("smolbox-", 0) == 0) cgroups += entry.path().string() + " ";
+      if (entry.path().filename().string().rfind("smolbox-", 0) == 0) found.insert(entry.path().string());
     }
+  }
+  return found;
+}
+
+TEST(Cleanup, a_finished_run_leaves_no_run_dir_cgroup_or_loop_device) {
+  std::string marker = RandomToken();
+  std::set<std::string> before = RunCgroups();
+  auto run = RunJson({}, {"/bin/sh", "-c", "echo " + marker});
+  ASSERT_EQ(run.result["status"], "exited") << run.err;
+  EXPECT_EQ(CountProcessesWith(marker), 0);
+  std::string added;
+  for (const auto& path : RunCgroups()) {
+    if (!before.contains(path)) added += path + " ";
   }
   // Other tests may run concurrently; a leftover of this run would be one with no live owner.
   for (const auto& path : std::filesystem::directory_iterator("/run/smolbox/runs")) {
@@ -144,14 +156,39 @@ TEST(Cleanup, a_finished_run_leaves_no_run_dir_cgroup_or_loop_device) {
     EXPECT_TRUE(pid > 0 && kill(pid, 0) == 0) << "stale run dir " << path.path();
   }
   if (CountProcessesWith("smolbox") == 0) {
-    EXPECT_EQ(cgroups, "");
+    EXPECT_EQ(added, "");
   }
+}
+
+// This process's directory in the v1 memory hierarchy, or "" where there is none.
+std::string OwnV1MemoryCgroup() {
+  std::ifstream in("/proc/self/cgroup");
+  for (std::string line; std::getline(in, line);) {
+    auto first = line.find(':'), second = line.find(':', first + 1);
+    if (second == std::string::npos || line.substr(first + 1, second - first - 1) != "memory") continue;
+    std::string path = "/sys/fs/cgroup/memory" + line.substr(second + 1);
+    return std::filesystem::is_directory(path) ? path : "";
+  }
+  return "";
 }
 
 TEST(Cleanup, sigkill_of_smolbox_mid_run_leaves_nothing_running_or_behind) {
   std::string marker = RandomToken();
+  // The killed runtime lives in a cgroup of its own, as another login or job would, so the
+  // sweep below has to find its v1 cgroups outside the sweeper's own.
+  std::string job_cgroup;
+  if (std::string own = OwnV1MemoryCgroup(); !own.empty()) {
+    job_cgroup = own + "/job-" + marker;
+    ASSERT_EQ(mkdir(job_cgroup.c_str(), 0755), 0) << strerror(errno);
+  }
+  std::string job_procs = job_cgroup + "/cgroup.procs";
   pid_t pid = fork();
   if (pid == 0) {
+    if (!job_cgroup.empty()) {
+      int procs = open(job_procs.c_str(), O_WRONLY);
+      if (procs < 0 || write(procs, "0", 1) != 1) _exit(98);
+      close(procs);
+    }
     int null_fd = open("/dev/null", O_RDWR);
     dup2(null_fd, 1);
     dup2(null_fd, 2);
@@ -173,6 +210,16 @@ TEST(Cleanup, sigkill_of_smolbox_mid_run_leaves_nothing_running_or_behind) {
   auto next = RunJson({}, {"/bin/true"});
   EXPECT_EQ(next.result["status"], "exited");
   EXPECT_TRUE(Leftovers(pid).empty());
+  if (!job_cgroup.empty()) {
+    std::string left;
+    for (const auto& entry : std::filesystem::directory_iterator(job_cgroup)) {
+      if (!entry.is_directory()) continue;
+      left += entry.path().string() + " ";
+      rmdir(entry.path().c_str());
+    }
+    EXPECT_EQ(left, "") << "the sweep missed the killed run's memory cgroup";
+    EXPECT_EQ(rmdir(job_cgroup.c_str()), 0) << strerror(errno);
+  }
 }
 
 TEST(Rootless, an_unprivileged_user_runs_python_and_node_with_warnings_for_weaker_limits) {
