@@ -15,6 +15,7 @@
 #include <cstdio>
 #include <exception>
 #include <filesystem>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -302,14 +303,15 @@ Expected<void> AddVolumes(const std::vector<std::string>& volumes, smolbox::RunS
   return {};
 }
 
-Expected<void> AddEnv(const std::vector<std::string>& env, smolbox::RunSpec& spec) {
-  for (const std::string& entry : env) {
+// --env KEY=VALUE entries, for run's spec and exec's order alike.
+Expected<void> AddEnv(const std::vector<std::string>& entries, std::map<std::string, std::string>& env) {
+  for (const std::string& entry : entries) {
     size_t eq = entry.find('=');
     // KEY alone would mean "copy from the host" in docker; the host's environment never leaks in.
     if (eq == std::string::npos) {
       return Fail("--env", fmt::format("expected KEY=VALUE (got {:?})", entry));
     }
-    spec.env.insert_or_assign(entry.substr(0, eq), entry.substr(eq + 1));
+    env.insert_or_assign(entry.substr(0, eq), entry.substr(eq + 1));
   }
   return {};
 }
@@ -378,7 +380,7 @@ Expected<smolbox::RunSpec> BuildSpec(const RunFlags& f) {
   }
   for (auto ok :
        {ApplyNamedFlags(f, spec), ApplyImage(f.image, spec), ApplyLimitFlags(f, spec.limits),
-        AddEnv(f.env, spec), AddVolumes(f.volumes, spec)}) {
+        AddEnv(f.env, spec.env), AddVolumes(f.volumes, spec)}) {
     if (!ok) return std::unexpected(ok.error());
   }
   if (!f.command.empty()) spec.argv = f.command;
@@ -474,11 +476,7 @@ Expected<smolbox::persist::ExecOrder> BuildExecOrder(const SandboxFlags& s) {
   smolbox::persist::ExecOrder order;
   if (s.command.empty()) return Fail("command", "is missing: smolbox exec NAME -- CMD...");
   order.argv = s.command;
-  for (const std::string& entry : s.env) {
-    size_t eq = entry.find('=');
-    if (eq == std::string::npos) return Fail("--env", fmt::format("expected KEY=VALUE (got {:?})", entry));
-    order.env.insert_or_assign(entry.substr(0, eq), entry.substr(eq + 1));
-  }
+  if (auto ok = AddEnv(s.env, order.env); !ok) return std::unexpected(ok.error());
   if (s.workdir) order.workdir = s.workdir.value;
   if (s.timeout) {
     auto ms = smolbox::ParseDuration(s.timeout.value);

@@ -229,6 +229,9 @@ TEST(Persistent, name_clash_unknown_name_bad_name_and_a_command_to_create_are_cl
   auto bad_limit = RunSmolbox({"create", NewName(), "--mem", "1T"});
   EXPECT_EQ(bad_limit.exit_code, 125);
   EXPECT_NE(bad_limit.err.find("memory"), std::string::npos) << bad_limit.err;
+  auto bad_env = RunSmolbox({"exec", box.name(), "-e", "NO_VALUE", "--", "/bin/true"});
+  EXPECT_EQ(bad_env.exit_code, 125);
+  EXPECT_NE(bad_env.err.find("--env"), std::string::npos) << bad_env.err;
 }
 
 TEST(Persistent, a_sandbox_whose_agent_died_is_dead_refuses_execs_and_rm_cleans_it_up) {
