@@ -28,7 +28,7 @@ RunResult Backend::Run(const RunSpec& spec) {
   }
   auto session = Start(spec, setup);
   if (!session) return setup;
-  RunResult result = session->Exec(spec, std::move(*stdin_data));
+  RunResult result = session->Exec(spec, std::move(*stdin_data), -1);
   result.warnings.insert(result.warnings.begin(), setup.warnings.begin(), setup.warnings.end());
   result.timings.setup_ms = ms_since(start) - result.timings.run_ms - result.timings.teardown_ms;
   result.timings.boot_ms = setup.timings.boot_ms;

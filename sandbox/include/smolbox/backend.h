@@ -9,7 +9,7 @@
 //
 //   smolbox::RunResult setup;
 //   auto session = (*backend)->Start(spec, setup);        // null on failure; setup says why
-//   smolbox::RunResult r = session->Exec(spec, stdin_data);
+//   smolbox::RunResult r = session->Exec(spec, stdin_data, /*cancel_fd=*/-1);
 //   session.reset();                                       // tears everything down
 #pragma once
 
@@ -27,8 +27,9 @@ class Session {
   virtual ~Session() = default;
   // Runs spec.argv with spec's env, workdir and per-exec limits (timeout, cpu time, output,
   // files); the sandbox-wide limits (memory, pids, cpus, storage) are the ones it started with.
-  // rw volumes are copied back after every exec.
-  virtual RunResult Exec(const RunSpec& spec, std::string stdin_data) = 0;
+  // rw volumes are copied back after every exec. cancel_fd, unless -1, is watched during the
+  // exec: once it is readable or hung up (the caller went away), the workload is ended.
+  virtual RunResult Exec(const RunSpec& spec, std::string stdin_data, int cancel_fd) = 0;
   // Readable once the sandbox has died on its own: its agent, or its VM, ended.
   virtual int death_fd() const = 0;
   // Why a dead sandbox died, for the user; empty while it lives.

@@ -147,6 +147,8 @@ class Agent {
       Exec(message);
       return;
     }
+    // A cancel that crossed its exec's exit: there is nothing left to cancel.
+    if (IsCancel(message)) return;
     if (message.Type() == "setup" && guest_ && !cgroup_) {
       SetUp(message);
       return;

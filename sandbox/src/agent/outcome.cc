@@ -65,6 +65,9 @@ ExecReport Judge(const Ending& ending, const ExecRequest& request) {
   } else if (ending.kill_reason == KillReason::kHostGone) {
     report.status = Status::kInternalError;
     report.error = "the host closed the channel during the exec";
+  } else if (ending.kill_reason == KillReason::kCancelled) {
+    // Judged by its wait status (SIGKILL, unless it ended first); the error says who ended it.
+    report.error = "cancelled: the exec's caller went away";
   }
   return report;
 }

@@ -136,11 +136,20 @@ class ExecPump {
     }
   }
 
-  // The host sends nothing during an exec today; whatever it does send waits in the buffer
-  // for the serve loop. What matters here is EOF: with the host gone, the exec is pointless.
+  // During an exec the host sends only "cancel". EOF matters too: with the host gone, the exec
+  // is pointless.
   void WatchHost() {
     if (auto read = connection_.ReadAvailable(); !read) {
       fmt::print(stderr, "smolbox-agent: {}\n", read.error().ToString());
+    }
+    for (;;) {
+      auto message = connection_.Next();
+      if (!message || !*message) break;
+      if (IsCancel(**message)) {
+        Kill(KillReason::kCancelled);
+      } else {
+        fmt::print(stderr, "smolbox-agent: ignored a {:?} message during an exec\n", (*message)->Type());
+      }
     }
     if (connection_.closed()) Kill(KillReason::kHostGone);
   }

@@ -40,6 +40,10 @@ Expected<ExecRequest> DecodeExec(const channel::Message& m) {
   }
 }
 
+channel::Message EncodeCancel() { return {{{"type", "cancel"}}, ""}; }
+
+bool IsCancel(const channel::Message& message) { return message.Type() == "cancel"; }
+
 channel::Message EncodeExit(const ExecReport& r) {
   nlohmann::json h = {
       {"type", "exit"},

@@ -1,4 +1,5 @@
-// The "exec" request the host sends the agent, and the "exit" report it gets back.
+// The "exec" request the host sends the agent, and the "exit" report it gets back. While an
+// exec runs, the host may send one "cancel": its caller went away, so the workload is ended.
 // Both backends speak it; the agent applies these limits just before execve.
 #pragma once
 
@@ -50,6 +51,8 @@ channel::Message EncodeExec(const ExecRequest& request);
 Expected<ExecRequest> DecodeExec(const channel::Message& message);
 channel::Message EncodeExit(const ExecReport& report);
 Expected<ExecReport> DecodeExit(const channel::Message& message);
+channel::Message EncodeCancel();
+bool IsCancel(const channel::Message& message);
 Expected<Status> ParseStatus(const std::string& name);
 
 }  // namespace smolbox

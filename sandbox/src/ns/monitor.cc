@@ -23,22 +23,24 @@ void KillAgent(int pidfd) { syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, nullp
 
 class ExecMonitor {
  public:
-  ExecMonitor(int channel, int pidfd, const ExecRequest& request, const Cgroup* cpu_cgroup, int64_t grace_ms)
-      : channel_(channel), pidfd_(pidfd), request_(request), cgroup_(cpu_cgroup),
+  ExecMonitor(int channel, int pidfd, const ExecRequest& request, const Cgroup* cpu_cgroup, int cancel_fd,
+              int64_t grace_ms)
+      : channel_(channel), pidfd_(pidfd), request_(request), cgroup_(cpu_cgroup), cancel_fd_(cancel_fd),
         backstop_(Clock::now() + std::chrono::milliseconds(request.timeout_ms + grace_ms)),
         // A persistent sandbox's cgroup has run earlier execs: only this one's CPU counts.
         cpu_base_ms_(cpu_cgroup ? cpu_cgroup->CpuUsageMs().value_or(0) : 0) {}
 
   MonitorOutcome Run() {
     while (!done_) {
-      pollfd fds[2] = {{channel_, POLLIN, 0}, {pidfd_, POLLIN, 0}};
-      int rc = poll(fds, 2, static_cast<int>(NextWakeMs()));
+      pollfd fds[3] = {{channel_, POLLIN, 0}, {pidfd_, POLLIN, 0}, {cancel_fd_, POLLIN, 0}};
+      int rc = poll(fds, 3, static_cast<int>(NextWakeMs()));
       if (rc < 0 && errno != EINTR) {
         Fail(fmt::format("poll: {}", strerror(errno)));
         break;
       }
       if (fds[0].revents) ReadChannel();
       if (!done_ && (fds[1].revents & POLLIN)) AgentExited();
+      if (!done_ && fds[2].revents != 0) Cancel();
       if (!done_) CheckLimits();
     }
     return std::move(outcome_);
@@ -110,6 +112,12 @@ class ExecMonitor {
     if (!done_) Fail("the agent died without reporting an exit");
   }
 
+  // The agent ends the workload and reports as usual; the backstop still stands behind it.
+  void Cancel() {
+    cancel_fd_ = -1;  // once
+    if (auto sent = channel::WriteMessage(channel_, EncodeCancel()); !sent) Broken(sent.error().ToString());
+  }
+
   void CheckLimits() {
     if (Clock::now() >= backstop_) {
       outcome_.backstop_fired = true;
@@ -140,6 +148,7 @@ class ExecMonitor {
   int pidfd_;
   const ExecRequest& request_;
   const Cgroup* cgroup_;
+  int cancel_fd_;
   Clock::time_point backstop_;
   int64_t cpu_base_ms_ = 0;
   channel::FrameReader reader_;
@@ -179,8 +188,8 @@ void ApplyOutcome(const MonitorOutcome& outcome, const std::string& backstop_war
 }
 
 MonitorOutcome MonitorExec(int channel, int agent_pidfd, const ExecRequest& request,
-                           const Cgroup* cpu_cgroup, int64_t grace_ms) {
-  return ExecMonitor(channel, agent_pidfd, request, cpu_cgroup, grace_ms).Run();
+                           const Cgroup* cpu_cgroup, int cancel_fd, int64_t grace_ms) {
+  return ExecMonitor(channel, agent_pidfd, request, cpu_cgroup, cancel_fd, grace_ms).Run();
 }
 
 }  // namespace smolbox::ns

@@ -38,8 +38,9 @@ void ApplyAgentReport(const ExecReport& report, RunResult& result);
 void ApplyOutcome(const MonitorOutcome& outcome, const std::string& backstop_warning, RunResult& result);
 
 // cpu_cgroup: whose CPU time counts against request.cpu_ms; null where the host cannot tell
-// (a VM's emulation costs CPU the workload never used). The backstop fires at timeout + grace.
+// (a VM's emulation costs CPU the workload never used). cancel_fd (-1: none): once it is
+// readable or hung up, the agent is told to cancel the exec. The backstop fires at timeout + grace.
 MonitorOutcome MonitorExec(int channel, int agent_pidfd, const ExecRequest& request,
-                           const Cgroup* cpu_cgroup, int64_t grace_ms = kBackstopGraceMs);
+                           const Cgroup* cpu_cgroup, int cancel_fd, int64_t grace_ms = kBackstopGraceMs);
 
 }  // namespace smolbox::ns

@@ -256,7 +256,7 @@ class NsSession final : public Session {
     StopAgent(*box_);
   }
 
-  RunResult Exec(const RunSpec& spec, std::string stdin_data) override {
+  RunResult Exec(const RunSpec& spec, std::string stdin_data, int cancel_fd) override {
     RunResult result;
     result.backend = "ns";
     result.isolation = "namespaces";
@@ -273,7 +273,7 @@ class NsSession final : public Session {
     if (auto sent = channel::WriteMessage(box_->channel.get(), EncodeExec(request)); !sent) {
       outcome.error = sent.error().ToString();
     } else {
-      outcome = MonitorExec(box_->channel.get(), box_->pidfd.get(), request, &*box_->cgroup);
+      outcome = MonitorExec(box_->channel.get(), box_->pidfd.get(), request, &*box_->cgroup, cancel_fd);
     }
     result.timings.run_ms = MsSince(run_start);
     auto teardown_start = Clock::now();

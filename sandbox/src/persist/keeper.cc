@@ -116,14 +116,16 @@ class Keeper {
     if (m.Type() != "exec") {
       result = SetupFailure(result, Error{"request", fmt::format("unknown request {:?}", m.Type()), 0});
     } else {
-      result = Exec(m);
+      result = Exec(m, client.get());
     }
     // A client that went away meanwhile costs nothing but this write's EPIPE.
     (void)SendResult(client.get(), result);
     return true;
   }
 
-  RunResult Exec(const channel::Message& message) {
+  // The client sends nothing more during its exec: readable means it went away (Ctrl-C, a
+  // kill), and then so does the workload.
+  RunResult Exec(const channel::Message& message, int client_fd) {
     auto order = DecodeExecOrder(message);
     if (!order) return SetupFailure({}, order.error());
     RunSpec spec = spec_;
@@ -132,7 +134,7 @@ class Keeper {
     if (order->workdir) spec.workdir = *order->workdir;
     if (order->timeout_ms) spec.limits.timeout_ms = *order->timeout_ms;
     if (auto ok = ValidateRunSpec(spec); !ok) return SetupFailure({}, ok.error());
-    return session_->Exec(spec, std::move(order->stdin_data));
+    return session_->Exec(spec, std::move(order->stdin_data), client_fd);
   }
 
   // Marked dead and closed to requests first: a teardown (a VM's power-off) takes a moment,

@@ -442,7 +442,7 @@ class VmSession final : public Session {
   explicit VmSession(std::unique_ptr<Vm> vm) : vm_(std::move(vm)) {}
   ~VmSession() override { StopVm(*vm_); }
 
-  RunResult Exec(const RunSpec& spec, std::string stdin_data) override {
+  RunResult Exec(const RunSpec& spec, std::string stdin_data, int cancel_fd) override {
     RunResult result;
     result.backend = "vm";
     result.isolation = vm_->accel == Accel::kKvm ? "kvm" : "tcg";
@@ -458,7 +458,7 @@ class VmSession final : public Session {
     if (auto sent = channel::WriteMessage(vm_->channel.get(), EncodeExec(request)); !sent) {
       outcome.error = sent.error().ToString();
     } else {
-      outcome = ns::MonitorExec(vm_->channel.get(), vm_->qemu.pidfd.get(), request, nullptr, grace);
+      outcome = ns::MonitorExec(vm_->channel.get(), vm_->qemu.pidfd.get(), request, nullptr, cancel_fd, grace);
     }
     result.timings.run_ms = MsSince(run_start);
     auto teardown_start = Clock::now();

@@ -3,6 +3,7 @@
 #include <sys/wait.h>
 
 #include <charconv>
+#include <csignal>
 
 #include "agent_harness.h"
 
@@ -71,6 +72,28 @@ TEST(AgentLifecycle, kills_the_workload_when_the_host_goes_away_mid_exec) {
   ASSERT_TRUE(status.has_value());
   EXPECT_TRUE(WIFEXITED(*status));
   EXPECT_FALSE(GroupAlive(pgid));
+}
+
+TEST(AgentLifecycle, a_cancel_ends_the_running_exec_and_a_late_one_is_ignored) {
+  AgentProcess agent;
+  agent.Send(EncodeExec(Request({"/bin/sh", "-c", "echo $$; exec sleep 100"})));
+  auto pid_line = agent.Read();
+  ASSERT_TRUE(pid_line.has_value());
+  pid_t pgid = ParsePid(pid_line->tail);
+  ASSERT_GT(pgid, 1);
+  agent.Send(EncodeCancel());
+  ExecResult cancelled = agent.Collect();
+  ASSERT_TRUE(cancelled.complete);
+  EXPECT_EQ(cancelled.report.status, Status::kSignaled);
+  EXPECT_EQ(cancelled.report.signal, SIGKILL);
+  EXPECT_NE(cancelled.report.error.find("cancelled"), std::string::npos) << cancelled.report.error;
+  EXPECT_LT(cancelled.report.wall_ms, 5000) << "ended by its timeout, not by the cancel";
+  EXPECT_FALSE(GroupAlive(pgid));
+  // A cancel that crossed its exec's exit arrives between execs: no reply, nothing broken.
+  agent.Send(EncodeCancel());
+  ExecResult next = agent.Run(Request({"echo", "still here"}));
+  EXPECT_EQ(next.out, "still here\n");
+  EXPECT_EQ(next.report.status, Status::kExited);
 }
 
 TEST(AgentLifecycle, refuses_to_start_without_a_channel) {

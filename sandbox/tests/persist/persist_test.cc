@@ -288,6 +288,38 @@ TEST(Persistent, rm_force_ends_a_sandbox_in_the_middle_of_an_exec) {
   ExpectNoTrace(box.name(), keeper, children, run_id);
 }
 
+// `smolbox exec` of a Python that sleeps for up to a minute, with marker among its arguments.
+pid_t SpawnSleepingExec(const std::string& name, const std::string& marker) {
+  pid_t client = fork();
+  if (client == 0) {
+    int null_fd = open("/dev/null", O_RDWR);
+    dup2(null_fd, 1);
+    dup2(null_fd, 2);
+    execl(SmolboxPath().c_str(), "smolbox", "exec", "--timeout", "60s", name.c_str(), "--", kPython, "-c",
+          "import time\nwhile True: time.sleep(1)", marker.c_str(), nullptr);
+    _exit(99);
+  }
+  return client;
+}
+
+TEST(Persistent, an_exec_whose_caller_is_interrupted_ends_and_the_sandbox_serves_the_next) {
+  Sandbox box({"--backend", "ns"});
+  ASSERT_EQ(box.created().exit_code, 0) << box.created().err;
+  std::string marker = RandomToken();
+  pid_t client = SpawnSleepingExec(box.name(), marker);
+  // The client's own command line holds the marker too.
+  WaitUntil([&] { return CountProcessesWith(marker) >= 2; });
+  ASSERT_GE(CountProcessesWith(marker), 2) << "the workload never started";
+  kill(client, SIGINT);  // Ctrl-C
+  waitpid(client, nullptr, 0);
+  WaitUntil([&] { return CountProcessesWith(marker) == 0; }, 50);
+  EXPECT_EQ(CountProcessesWith(marker), 0) << "the workload outlived its caller";
+  EXPECT_EQ(Listed(box.name()).value("status", ""), "running");
+  auto next = Exec(box.name(), {}, {"/bin/echo", "next"});
+  EXPECT_EQ(next.result.value("stdout", ""), "next\n") << next.out << next.err;
+  EXPECT_LT(next.seconds, 5.0);
+}
+
 TEST(Persistent, rw_volumes_copy_back_after_each_exec_and_ro_ones_stay_read_only) {
   TempDir out;
   TempDir in;
@@ -410,6 +442,22 @@ TEST(PersistentVm, a_vm_sandbox_serves_warm_execs_keeps_its_state_and_dies_with_
   auto second = Exec(box.name(), {"--timeout", "1s"}, {"/bin/sh", "-c", "cat /tmp/kept; sleep 10"});
   EXPECT_EQ(second.result.value("status", ""), "timeout") << second.out;
   EXPECT_EQ(second.result.value("stdout", ""), "kept");
+  // An interrupted caller's exec ends in the guest too: the next one neither waits for it nor
+  // finds it running.
+  std::string marker = RandomToken();
+  pid_t client = SpawnSleepingExec(box.name(), marker);
+  WaitUntil([&] { return Listed(box.name()).value("status", "") == "busy"; }, 50);
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // until the guest runs it
+  kill(client, SIGINT);
+  waitpid(client, nullptr, 0);
+  std::string count_marked = fmt::format(
+      "import os\nm = '{}' + '{}'\nn = 0\nfor p in os.listdir('/proc'):\n"
+      "  try: n += p.isdigit() and m in open('/proc/' + p + '/cmdline').read()\n"
+      "  except OSError: pass\nprint(n)",
+      marker.substr(0, 4), marker.substr(4));
+  auto after = Exec(box.name(), {}, {kPython, "-c", count_marked});
+  EXPECT_EQ(after.result.value("stdout", ""), "0\n") << after.out << after.err;
+  EXPECT_LT(after.seconds, 10.0) << "waited for the interrupted exec";
   kill(children[0], SIGKILL);
   WaitUntil([&] { return Listed(box.name()).value("status", "") == "dead"; }, 50);
   auto listed = Listed(box.name());
