@@ -40,7 +40,10 @@ class ExecMonitor {
       }
       if (fds[0].revents) ReadChannel();
       if (!done_ && (fds[1].revents & POLLIN)) AgentExited();
-      if (!done_ && fds[2].revents != 0) Cancel();
+      if (!done_ && fds[2].revents != 0) {
+        cancel_fd_ = -1;  // the caller is gone; watching it further would only spin
+        Cancel();
+      }
       if (!done_) CheckLimits();
     }
     return std::move(outcome_);
@@ -112,9 +115,11 @@ class ExecMonitor {
     if (!done_) Fail("the agent died without reporting an exit");
   }
 
-  // The agent ends the workload and reports as usual; the backstop still stands behind it.
+  // The agent ends the workload and reports as usual, and the sandbox lives on for the next
+  // exec; the backstop still stands behind it.
   void Cancel() {
-    cancel_fd_ = -1;  // once
+    if (cancel_sent_) return;
+    cancel_sent_ = true;
     if (auto sent = channel::WriteMessage(channel_, EncodeCancel()); !sent) Broken(sent.error().ToString());
   }
 
@@ -125,12 +130,12 @@ class ExecMonitor {
       Fail("the host backstop ended the run at timeout plus grace");
       return;
     }
-    if (request_.cpu_ms <= 0 || cgroup_ == nullptr) return;
+    if (request_.cpu_ms <= 0 || cgroup_ == nullptr || outcome_.cpu_limit_fired) return;
     auto used = cgroup_->CpuUsageMs();
     if (used && *used - cpu_base_ms_ > request_.cpu_ms + kCpuSlackMs) {
+      // Many processes, each under its RLIMIT_CPU, together over the limit: the agent ends them.
       outcome_.cpu_limit_fired = true;
-      KillAgent(pidfd_);
-      Fail(fmt::format("the sandbox used {} ms of CPU, over the {} ms limit", *used - cpu_base_ms_, request_.cpu_ms));
+      Cancel();
     }
   }
 
@@ -149,6 +154,7 @@ class ExecMonitor {
   const ExecRequest& request_;
   const Cgroup* cgroup_;
   int cancel_fd_;
+  bool cancel_sent_ = false;
   Clock::time_point backstop_;
   int64_t cpu_base_ms_ = 0;
   channel::FrameReader reader_;
@@ -170,6 +176,8 @@ void ApplyAgentReport(const ExecReport& r, RunResult& result) {
 void ApplyOutcome(const MonitorOutcome& outcome, const std::string& backstop_warning, RunResult& result) {
   if (outcome.report) {
     ApplyAgentReport(*outcome.report, result);
+    // The agent killed it because the host's CPU check asked it to.
+    if (outcome.cpu_limit_fired && result.status == Status::kSignaled) result.status = Status::kCpuLimit;
     return;
   }
   result.signal = SIGKILL;

@@ -4,7 +4,8 @@
 // The agent enforces the wall timeout, output caps and CPU rlimit inside the sandbox. The
 // monitor is the backstop for an agent that cannot: it kills the agent (and so the whole pid
 // namespace) at timeout plus a grace period, caps output again on this side so the runtime's
-// memory stays bounded, and enforces the CPU limit over the whole cgroup.
+// memory stays bounded, and watches the CPU time of the whole cgroup: past the limit, it asks
+// the agent to cancel the exec (as when the caller goes away), so a persistent sandbox lives on.
 #pragma once
 
 #include <cstdint>
@@ -23,7 +24,7 @@ struct MonitorOutcome {
   bool stdout_truncated = false;
   bool stderr_truncated = false;
   bool backstop_fired = false;     // the host killed the sandbox at timeout + grace
-  bool cpu_limit_fired = false;    // the cgroup's CPU time passed the limit
+  bool cpu_limit_fired = false;    // the cgroup's CPU time passed the limit: the exec was cancelled
   bool output_overflow = false;    // the agent sent more than the cap allowed
   std::string error;               // the channel broke or the agent died without a report
 };

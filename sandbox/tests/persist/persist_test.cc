@@ -176,12 +176,18 @@ TEST(Persistent, each_exec_has_its_own_timeout_and_the_sandbox_survives_it) {
 }
 
 TEST(Persistent, sandbox_wide_limits_hold_in_each_exec_and_are_judged_per_exec) {
-  Sandbox box({"--backend", "ns", "--mem", "64M", "--pids", "16"});
+  Sandbox box({"--backend", "ns", "--mem", "64M", "--pids", "16", "--cpu-time", "1s"});
   ASSERT_EQ(box.created().exit_code, 0) << box.created().err;
   auto hog = Exec(box.name(), {}, {kPython, "-c", "b = bytearray(160 << 20)\nfor i in range(0, len(b), 4096): b[i] = 1"});
   EXPECT_EQ(hog.result.value("status", ""), "memory_limit") << hog.out << hog.err;
   auto bomb = Exec(box.name(), {}, {"/bin/sh", "-c", "for i in $(seq 40); do sleep 2 & done; wait"});
   EXPECT_NE(bomb.result["limits_hit"].dump().find("pids"), std::string::npos) << bomb.out;
+  // Four spinners, each under its own RLIMIT_CPU, are together over the limit: only the host's
+  // cgroup check sees that, and the sandbox lives on after it.
+  auto spinners = Exec(box.name(), {}, {"/bin/sh", "-c", "for i in 1 2 3 4; do (while :; do :; done) & done; wait"});
+  EXPECT_EQ(spinners.result.value("status", ""), "cpu_limit") << spinners.out << spinners.err;
+  EXPECT_LT(spinners.seconds, 10.0);
+  EXPECT_EQ(Listed(box.name()).value("status", ""), "running");
   auto next = Exec(box.name(), {}, {"/bin/echo", "ok"});
   EXPECT_EQ(next.result.value("status", ""), "exited") << next.out << next.err;
   EXPECT_EQ(next.result["limits_hit"], nlohmann::json::array()) << "an earlier exec's limit hit is not this one's";
