@@ -1,5 +1,6 @@
 #include "storage.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <linux/loop.h>
 #include <spawn.h>
@@ -13,6 +14,9 @@
 
 #include <algorithm>
 #include <cstring>
+#include <string>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include <fmt/format.h>
@@ -61,6 +65,13 @@ uint32_t Crc32c(const uint8_t* data, size_t size) {
   return crc;
 }
 
+// mkfs rounds the inode count it was asked for to whole inode-table blocks in every block
+// group, up or down (41 MiB: 5248 asked, 5232 made; 65 MiB: 8320, 8352).
+bool InodeCountFits(int64_t made, int64_t size_mib) {
+  int64_t asked = InodesFor(size_mib);
+  return made >= asked - asked / 16 && made <= asked + asked / 16;
+}
+
 // A superblock we made for this size: a template that fails this is rebuilt.
 bool SuperblockFits(const uint8_t* sb, int64_t size_mib) {
   uint32_t incompat = Le32(sb + kFeatureIncompat), log_block = Le32(sb + kLogBlockSize);
@@ -71,7 +82,7 @@ bool SuperblockFits(const uint8_t* sb, int64_t size_mib) {
   return (sb[kMagic] | sb[kMagic + 1] << 8) == 0xEF53 && (incompat & kIncompatCsumSeed) &&
          (Le32(sb + kFeatureRoCompat) & kRoCompatMetadataCsum) && log_block <= 6 &&
          blocks > 0 && blocks << (10 + log_block) <= static_cast<uint64_t>(size_mib) << 20 &&
-         Le32(sb + kInodesCount) == InodesFor(size_mib) && Le32(sb + kChecksum) == Crc32c(sb, kChecksum);
+         InodeCountFits(Le32(sb + kInodesCount), size_mib) && Le32(sb + kChecksum) == Crc32c(sb, kChecksum);
 }
 
 // What mkfs would make unique: the UUID (statfs's f_fsid, visible in the sandbox) and the
@@ -125,6 +136,10 @@ Expected<void> Mkfs(int image_fd, int64_t size_mib) {
   return {};
 }
 
+// One template per --storage size in use, each up to a few MiB of metadata in /run: past this
+// many sizes, the least recently used go.
+constexpr size_t kMaxTemplates = 8;
+
 std::string TemplatePath(const std::string& cache_dir, int64_t size_mib) {
   return fmt::format("{}/ext4-{}m-{}i.img", cache_dir, size_mib, InodesFor(size_mib));
 }
@@ -165,6 +180,28 @@ Expected<UniqueFd> BuildTemplate(const std::string& path, int64_t size_mib) {
   return OpenTemplate(path, size_mib);
 }
 
+// Keeps the kMaxTemplates templates used last (a use renews a template's mtime) and removes
+// the rest. A run still reading a removed one holds it open.
+void PruneTemplates(const std::string& cache_dir) {
+  DIR* dir = opendir(cache_dir.c_str());
+  if (!dir) return;
+  std::vector<std::pair<timespec, std::string>> templates;
+  while (dirent* entry = readdir(dir)) {
+    std::string name = entry->d_name;
+    struct stat st{};
+    if (name.rfind("ext4-", 0) != 0 || !name.ends_with(".img") ||
+        fstatat(dirfd(dir), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode)) {
+      continue;
+    }
+    templates.emplace_back(st.st_mtim, name);
+  }
+  std::ranges::sort(templates, [](const auto& a, const auto& b) {
+    return std::tie(a.first.tv_sec, a.first.tv_nsec) > std::tie(b.first.tv_sec, b.first.tv_nsec);
+  });
+  for (size_t i = kMaxTemplates; i < templates.size(); ++i) unlinkat(dirfd(dir), templates[i].second.c_str(), 0);
+  closedir(dir);
+}
+
 // Writes the template's data, with a fresh identity, through the loop device: the writes
 // land in the image's page cache after the loop device's setup, which fsyncs the image.
 Expected<void> CopyTemplate(int from, int loop, int64_t size_mib) {
@@ -199,8 +236,13 @@ Expected<void> FillFromTemplate(int loop, int64_t size_mib) {
   if (!cache) return std::unexpected(cache.error());
   std::string path = TemplatePath(*cache, size_mib);
   auto tmpl = OpenTemplate(path, size_mib);
-  if (!tmpl) tmpl = BuildTemplate(path, size_mib);
-  if (!tmpl) return std::unexpected(tmpl.error());
+  if (tmpl) {
+    futimens(tmpl->get(), nullptr);  // used now: the last to be pruned
+  } else {
+    tmpl = BuildTemplate(path, size_mib);
+    if (!tmpl) return std::unexpected(tmpl.error());
+    PruneTemplates(*cache);
+  }
   return CopyTemplate(tmpl->get(), loop, size_mib);
 }
 

@@ -77,6 +77,39 @@ TEST_F(StorageTemplate, a_symlink_in_place_of_the_template_is_not_followed) {
   EXPECT_EQ(content, "not a filesystem\n");
 }
 
+TEST(Storage, templates_of_many_sizes_keep_only_the_eight_used_last) {
+  if (geteuid() != 0) GTEST_SKIP() << "disk-backed storage needs root";
+  std::vector<std::string> sizes;
+  for (int mib = 40; mib < 52; ++mib) {
+    sizes.push_back(std::to_string(mib) + "M");
+    auto run = RunSmolbox({"run", "--storage", sizes.back(), "--", "/bin/true"});
+    ASSERT_EQ(run.exit_code, 0) << run.err;
+  }
+  std::vector<std::string> kept;
+  for (const auto& entry : std::filesystem::directory_iterator("/run/smolbox/cache")) {
+    std::string name = entry.path().filename();
+    if (name.starts_with("ext4-") && name.ends_with(".img")) kept.push_back(name);
+  }
+  EXPECT_EQ(kept.size(), 8u) << ::testing::PrintToString(kept);
+  EXPECT_TRUE(std::filesystem::exists("/run/smolbox/cache/ext4-51m-" + std::to_string(51 * 128) + "i.img"))
+      << "the template used last was removed: " << ::testing::PrintToString(kept);
+}
+
+TEST(Storage, a_template_whose_inode_count_mkfs_rounded_is_reused_not_rebuilt) {
+  if (geteuid() != 0) GTEST_SKIP() << "disk-backed storage needs root";
+  // 65 MiB: 8320 inodes asked, 8352 made.
+  const std::string path = "/run/smolbox/cache/ext4-65m-8320i.img";
+  auto inode_after_a_run = [&] {
+    auto run = RunSmolbox({"run", "--storage", "65M", "--", "/bin/true"});
+    EXPECT_EQ(run.exit_code, 0) << run.err;
+    struct stat st{};
+    return lstat(path.c_str(), &st) == 0 ? st.st_ino : 0;
+  };
+  ino_t first = inode_after_a_run();
+  ASSERT_NE(first, 0u) << "no template left by the run";
+  EXPECT_EQ(inode_after_a_run(), first) << "the template was rebuilt";
+}
+
 TEST(Storage, two_runs_never_share_files_or_a_filesystem_identity) {
   auto first = RunSmolbox({"run", "--", "/bin/sh", "-c",
                            "echo secret > /tmp/left-behind && echo secret > /work/left-behind && "
