@@ -51,6 +51,8 @@ class ExecPump {
 
   ExecReport Run() {
     if (request_.stdin_data.empty()) workload_.stdin_fd.Reset();
+    // A cancel may have come in the same read as its exec: poll would not see it again.
+    TakeHostMessages();
     while (!Done(Clock::now())) PollOnce();
     return Finish();
   }
@@ -136,12 +138,17 @@ class ExecPump {
     }
   }
 
-  // During an exec the host sends only "cancel". EOF matters too: with the host gone, the exec
-  // is pointless.
+  // EOF matters: with the host gone, the exec is pointless.
   void WatchHost() {
     if (auto read = connection_.ReadAvailable(); !read) {
       fmt::print(stderr, "smolbox-agent: {}\n", read.error().ToString());
     }
+    TakeHostMessages();
+    if (connection_.closed()) Kill(KillReason::kHostGone);
+  }
+
+  // During an exec the host sends only "cancel".
+  void TakeHostMessages() {
     for (;;) {
       auto message = connection_.Next();
       if (!message || !*message) break;
@@ -151,7 +158,6 @@ class ExecPump {
         fmt::print(stderr, "smolbox-agent: ignored a {:?} message during an exec\n", (*message)->Type());
       }
     }
-    if (connection_.closed()) Kill(KillReason::kHostGone);
   }
 
   void Reap(Clock::time_point now) {

@@ -73,6 +73,12 @@ void AgentProcess::Send(const channel::Message& message) {
   EXPECT_TRUE(sent) << (sent ? "" : sent.error().ToString());
 }
 
+void AgentProcess::SendTogether(const std::vector<channel::Message>& messages) {
+  std::string bytes;
+  for (const auto& message : messages) bytes += channel::Encode(message);
+  EXPECT_EQ(write(channel_, bytes.data(), bytes.size()), static_cast<ssize_t>(bytes.size()));
+}
+
 std::optional<channel::Message> AgentProcess::Read(std::chrono::milliseconds timeout) {
   if (channel_ < 0 || !Readable(channel_, timeout)) return std::nullopt;
   auto message = channel::ReadMessage(channel_);

@@ -44,6 +44,8 @@ class AgentProcess {
   bool ready() const { return ready_; }
 
   void Send(const channel::Message& message);
+  // All of them in one write(), so that the agent may read them in one read().
+  void SendTogether(const std::vector<channel::Message>& messages);
   // The next message, or nothing on EOF, error or after `timeout`.
   std::optional<channel::Message> Read(
       std::chrono::milliseconds timeout = std::chrono::seconds(30));

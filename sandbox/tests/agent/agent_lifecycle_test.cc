@@ -96,6 +96,15 @@ TEST(AgentLifecycle, a_cancel_ends_the_running_exec_and_a_late_one_is_ignored) {
   EXPECT_EQ(next.report.status, Status::kExited);
 }
 
+TEST(AgentLifecycle, a_cancel_read_together_with_its_exec_ends_it) {
+  AgentProcess agent;
+  agent.SendTogether({EncodeExec(Request({"/bin/sleep", "100"})), EncodeCancel()});
+  ExecResult cancelled = agent.Collect();
+  ASSERT_TRUE(cancelled.complete);
+  EXPECT_NE(cancelled.report.error.find("cancelled"), std::string::npos) << cancelled.report.error;
+  EXPECT_LT(cancelled.report.wall_ms, 5000) << "ended by its timeout, not by the cancel";
+}
+
 TEST(AgentLifecycle, refuses_to_start_without_a_channel) {
   int status = 0;
   RunDirect({kAgentPath}, &status);
