@@ -67,7 +67,7 @@ ExecReport Judge(const Ending& ending, const ExecRequest& request) {
     report.error = "the host closed the channel during the exec";
   } else if (ending.kill_reason == KillReason::kCancelled) {
     // Judged by its wait status (SIGKILL, unless it ended first); the error says who ended it.
-    report.error = "cancelled: the exec's caller went away";
+    report.error = "cancelled by the host (its caller went away, or the sandbox's CPU time ran out)";
   }
   return report;
 }
