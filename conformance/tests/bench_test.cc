@@ -122,13 +122,16 @@ TEST(BenchCommand, times_the_bare_interpreter_and_the_namespace_sandbox_side_by_
   }
   EXPECT_EQ(run.report["rows"][2]["workload"], "python hello, warm exec");
   EXPECT_EQ(run.report["rows"][3]["sandbox"], "smolbox:ns");
-  for (int row : {0, 2, 4}) EXPECT_EQ(run.report["rows"][row]["ratio_to_baseline"], 1.0);
-  // Cold: a sandbox cannot beat no sandbox. A warm exec adds about a millisecond to the
-  // interpreter's own start, within the noise of three runs, so its ratio is only reported.
-  for (int row : {1, 5}) {
-    EXPECT_GE(run.report["rows"][row]["ratio_to_baseline"].get<double>(), 1.0) << "a sandbox cannot beat no sandbox";
+  // Each sandbox row's ratio is its p50 over the bare interpreter's for the same workload. How
+  // large it is is the bench's finding, not this test's: three runs are within each other's noise.
+  for (int base : {0, 2, 4}) {
+    const auto& bare = run.report["rows"][base];
+    const auto& boxed = run.report["rows"][base + 1];
+    EXPECT_EQ(bare["ratio_to_baseline"], 1.0);
+    EXPECT_EQ(boxed["workload"], bare["workload"]);
+    EXPECT_DOUBLE_EQ(boxed["ratio_to_baseline"].get<double>(),
+                     boxed["p50_ms"].get<double>() / bare["p50_ms"].get<double>()) << boxed.dump();
   }
-  EXPECT_GT(run.report["rows"][3]["ratio_to_baseline"].get<double>(), 0.0);
   for (const char* file : {"bench.json", "bench.md", "bench.svg"}) {
     EXPECT_TRUE(std::filesystem::exists(dir + "/" + file)) << file;
   }
