@@ -1,5 +1,6 @@
 #include "qemu_command.h"
 
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -8,7 +9,10 @@
 
 #include <fmt/format.h>
 
+#include "cache_files.h"
 #include "program.h"
+#include "state.h"
+#include "unique_fd.h"
 
 namespace smolbox::vm {
 namespace {
@@ -17,6 +21,21 @@ constexpr const char* kQemuName = "qemu-system-x86_64";
 constexpr int kVersionTimeoutMs = 5000;
 // QEMU's translation cache defaults to 1 GiB under TCG; 64 MiB keeps its RSS near guest RAM.
 constexpr int kTcgCacheMiB = 64;
+
+// What `path --version` prints. That is a whole QEMU start, ~10 ms of every VM, so the answer
+// is kept in the cache dir for the binary it came from; any other binary asks again.
+std::string VersionOutput(const std::string& path) {
+  UniqueFd binary(open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  auto cache = ns::CacheDir();
+  if (!binary.valid() || !cache) return RunCapture({path, "--version"}, kVersionTimeoutMs);
+  std::string file = *cache + "/qemu-version";
+  std::string key = fmt::format("{} {}\n", path, FileIdentity(binary.get()));
+  std::string cached = ReadSmallFile(file);
+  if (cached.starts_with(key)) return cached.substr(key.size());
+  std::string output = RunCapture({path, "--version"}, kVersionTimeoutMs);
+  if (ParseQemuVersion(output)) ReplaceFile(file, key + output);
+  return output;
+}
 
 }  // namespace
 
@@ -39,7 +58,7 @@ Expected<Qemu> FindQemu() {
     return std::unexpected(Error{"qemu", fmt::format("{} not found; install QEMU (Debian: apt-get install qemu-system-x86) or run scripts/setup",
                                                      path.empty() ? kQemuName : path), 0});
   }
-  auto version = ParseQemuVersion(RunCapture({path, "--version"}, kVersionTimeoutMs));
+  auto version = ParseQemuVersion(VersionOutput(path));
   if (!version) return std::unexpected(Error{"qemu", fmt::format("{}: {}", path, version.error().what), 0});
   if (version->first < kMinQemuMajor) {
     return std::unexpected(Error{"qemu", fmt::format("{} is version {}.{}; the vm backend needs {}.0 or newer",

@@ -25,7 +25,8 @@ struct Qemu {
 // The oldest QEMU whose microvm machine has everything used here (virtio-mmio, ACPI, -sandbox).
 inline constexpr int kMinQemuMajor = 6;
 
-// $SMOLBOX_QEMU, else qemu-system-x86_64 on PATH; its version read from --version.
+// $SMOLBOX_QEMU, else qemu-system-x86_64 on PATH; its version read from --version once per
+// binary (kept in the cache dir under the binary's identity).
 Expected<Qemu> FindQemu();
 // "QEMU emulator version 7.2.22 (...)" -> {7, 2}; an error for anything else.
 Expected<std::pair<int, int>> ParseQemuVersion(const std::string& output);

@@ -18,6 +18,7 @@
 
 #include <fmt/format.h>
 
+#include "cache_files.h"
 #include "state.h"
 
 namespace smolbox::vm {
@@ -45,22 +46,6 @@ uint64_t Fnv1a(const std::string& text, uint64_t hash) {
 
 std::string Hash128(const std::string& text) {
   return fmt::format("{:016x}{:016x}", Fnv1a(text, 0xcbf29ce484222325ULL), Fnv1a(text, 0x84222325cbf29ce4ULL));
-}
-
-std::string FileIdentity(int fd) {
-  struct stat st{};
-  if (fstat(fd, &st) != 0) return "unknown";
-  return fmt::format("dev={} ino={} size={} mtime={}.{:09}", st.st_dev, st.st_ino, st.st_size, st.st_mtim.tv_sec,
-                     st.st_mtim.tv_nsec);
-}
-
-std::string ReadSmallFile(const std::string& path) {
-  UniqueFd fd(open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
-  if (!fd.valid()) return {};
-  std::string text;
-  char chunk[4096];
-  for (ssize_t n; (n = read(fd.get(), chunk, sizeof chunk)) > 0 && text.size() < (1 << 20);) text.append(chunk, n);
-  return text;
 }
 
 // The command line without what differs between two runs of one machine: descriptor numbers

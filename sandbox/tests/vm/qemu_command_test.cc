@@ -3,7 +3,12 @@
 
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
+
 #include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
 
 namespace smolbox::vm {
 namespace {
@@ -118,6 +123,64 @@ TEST(ParseQemuVersion, reads_major_and_minor_and_rejects_anything_else) {
   ASSERT_TRUE(v);
   EXPECT_EQ(*v, std::make_pair(7, 2));
   EXPECT_FALSE(ParseQemuVersion("qemu-system-x86_64: command not found"));
+}
+
+// A stand-in QEMU that counts how often it is asked its version.
+class FakeQemu {
+ public:
+  FakeQemu() {
+    char dir_template[] = "/tmp/smolbox-fake-qemu-XXXXXX";
+    dir_ = mkdtemp(dir_template);
+    Write("7.2.0");
+    setenv("SMOLBOX_QEMU", path().c_str(), 1);
+  }
+  ~FakeQemu() {
+    unsetenv("SMOLBOX_QEMU");
+    std::filesystem::remove_all(dir_);
+  }
+  std::string path() const { return dir_ + "/qemu-system-x86_64"; }
+  // A new binary, as a package upgrade would leave: another file in its place.
+  void Write(const std::string& version) {
+    std::string temp = path() + ".new";
+    std::ofstream(temp) << "#!/bin/sh\necho asked >> " << dir_ << "/asked\necho 'QEMU emulator version " << version
+                        << " (fake)'\n";
+    chmod(temp.c_str(), 0755);
+    std::filesystem::rename(temp, path());
+  }
+  int asked() const {
+    std::ifstream in(dir_ + "/asked");
+    int lines = 0;
+    for (std::string line; std::getline(in, line);) ++lines;
+    return lines;
+  }
+
+ private:
+  std::string dir_;
+};
+
+TEST(FindQemu, asks_a_binary_its_version_once_and_a_replaced_binary_again) {
+  FakeQemu fake;
+  auto first = FindQemu();
+  ASSERT_TRUE(first) << first.error().ToString();
+  EXPECT_EQ(std::make_pair(first->major, first->minor), std::make_pair(7, 2));
+  auto second = FindQemu();
+  ASSERT_TRUE(second);
+  EXPECT_EQ(std::make_pair(second->major, second->minor), std::make_pair(7, 2));
+  EXPECT_EQ(fake.asked(), 1) << "the version of an unchanged binary is remembered";
+  fake.Write("9.1.0");
+  auto upgraded = FindQemu();
+  ASSERT_TRUE(upgraded);
+  EXPECT_EQ(std::make_pair(upgraded->major, upgraded->minor), std::make_pair(9, 1));
+  EXPECT_EQ(fake.asked(), 2);
+}
+
+TEST(FindQemu, refuses_a_binary_older_than_the_minimum_every_time) {
+  FakeQemu fake;
+  fake.Write("5.2.0");
+  EXPECT_FALSE(FindQemu());
+  auto again = FindQemu();
+  ASSERT_FALSE(again);
+  EXPECT_NE(again.error().what.find("5.2"), std::string::npos) << again.error().ToString();
 }
 
 }  // namespace
