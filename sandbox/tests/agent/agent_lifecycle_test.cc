@@ -18,6 +18,14 @@ pid_t ParsePid(const std::string& text) {
   return pid;
 }
 
+// Starts an exec that prints its pid (its process group's id) and sleeps; returns that pid,
+// or 0 when it never said it.
+pid_t StartSleeper(AgentProcess& agent) {
+  agent.Send(EncodeExec(Request({"/bin/sh", "-c", "echo $$; exec sleep 100"})));
+  auto pid_line = agent.Read();
+  return pid_line ? ParsePid(pid_line->tail) : 0;
+}
+
 TEST(AgentLifecycle, sends_ready_when_it_starts) {
   AgentProcess agent;
   EXPECT_TRUE(agent.ready());
@@ -61,11 +69,8 @@ TEST(AgentLifecycle, answers_a_malformed_exec_with_internal_error) {
 
 TEST(AgentLifecycle, kills_the_workload_when_the_host_goes_away_mid_exec) {
   AgentProcess agent;
-  agent.Send(EncodeExec(Request({"/bin/sh", "-c", "echo $$; exec sleep 100"})));
-  auto pid_line = agent.Read();
-  ASSERT_TRUE(pid_line.has_value());
-  pid_t pgid = ParsePid(pid_line->tail);
-  ASSERT_GT(pgid, 1);
+  pid_t pgid = StartSleeper(agent);
+  ASSERT_GT(pgid, 1) << "the sleeper did not say its pid";
   EXPECT_TRUE(GroupAlive(pgid));
   agent.CloseChannel();
   auto status = agent.WaitExit(seconds(5));
@@ -76,11 +81,8 @@ TEST(AgentLifecycle, kills_the_workload_when_the_host_goes_away_mid_exec) {
 
 TEST(AgentLifecycle, a_cancel_ends_the_running_exec_and_a_late_one_is_ignored) {
   AgentProcess agent;
-  agent.Send(EncodeExec(Request({"/bin/sh", "-c", "echo $$; exec sleep 100"})));
-  auto pid_line = agent.Read();
-  ASSERT_TRUE(pid_line.has_value());
-  pid_t pgid = ParsePid(pid_line->tail);
-  ASSERT_GT(pgid, 1);
+  pid_t pgid = StartSleeper(agent);
+  ASSERT_GT(pgid, 1) << "the sleeper did not say its pid";
   agent.Send(EncodeCancel());
   ExecResult cancelled = agent.Collect();
   ASSERT_TRUE(cancelled.complete);
