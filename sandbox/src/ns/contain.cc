@@ -1,12 +1,10 @@
 #include "contain.h"
 
 #include <fcntl.h>
-#include <linux/capability.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
-#include <grp.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -52,14 +50,6 @@ Expected<void> JoinCgroup(ContainPlan& plan) {
   return channel::WriteMessage(plan.channel_fd, channel::Message{{{"type", "joined"}}, ""});
 }
 
-Expected<void> BecomeSetupRoot(const Identity& id) {
-  if (!id.setup_becomes_root) return {};
-  if (setgroups(0, nullptr) != 0) return std::unexpected(Error::Sys("setgroups"));
-  if (setresgid(0, 0, 0) != 0) return std::unexpected(Error::Sys("setresgid 0"));
-  if (setresuid(0, 0, 0) != 0) return std::unexpected(Error::Sys("setresuid 0"));
-  return {};
-}
-
 Expected<void> EnterCgroupNamespace() {
   // Only now, once the runtime has checked that we are in our cgroup, so that it becomes the
   // namespace's root.
@@ -96,22 +86,6 @@ Expected<void> SetHostname() {
   return {};
 }
 
-Expected<void> LimitBoundingSet() {
-  // An agent running as uid 0 keeps only what it needs to start workloads as another uid and
-  // to kill them, and drops even these for the workload. A non-zero uid execs the agent with
-  // no capabilities at all, so it keeps none in its bounding set either.
-  bool agent_is_root = getuid() == 0;
-  for (int cap = 0; cap <= 63; ++cap) {
-    bool keep = cap == CAP_SETUID || cap == CAP_SETGID || cap == CAP_SETPCAP || cap == CAP_KILL;
-    if (agent_is_root && keep) continue;
-    if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0) {
-      if (errno == EINVAL) break;  // past the kernel's last capability
-      return std::unexpected(Error::Sys(fmt::format("prctl PR_CAPBSET_DROP {}", cap)));
-    }
-  }
-  return {};
-}
-
 Expected<void> ExecAgent(const ContainPlan& plan) {
   int null_fd = open("/dev/null", O_RDWR | O_CLOEXEC);
   if (null_fd < 0) return std::unexpected(Error::Sys("open /dev/null"));
@@ -142,7 +116,7 @@ Expected<void> Contain(ContainPlan& plan) {
   SMOLBOX_TRY(SetHostname());
   SMOLBOX_TRY(BringUpLoopback());
   SMOLBOX_TRY(PivotInto(plan.root.newroot));
-  SMOLBOX_TRY(LimitBoundingSet());
+  SMOLBOX_TRY(LimitAgentBoundingSet());
   return ExecAgent(plan);
 }
 

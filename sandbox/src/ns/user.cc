@@ -1,6 +1,9 @@
 #include "user.h"
 
 #include <fcntl.h>
+#include <grp.h>
+#include <linux/capability.h>
+#include <sys/prctl.h>
 #include <unistd.h>
 
 #include <fmt/format.h>
@@ -23,19 +26,24 @@ Expected<void> WriteProcFile(pid_t pid, const char* name, const std::string& tex
 
 }  // namespace
 
-Identity PlanIdentity(UserKind user) {
+Identity MappedIdentity(UserKind user, uid_t base) {
   Identity id;
   bool root_user = user == UserKind::kRoot;
   id.uid = root_user ? 0 : kSandboxUid;
   id.gid = root_user ? 0 : kSandboxGid;
-  if (geteuid() == 0) {
-    id.uid_map = fmt::format("0 {} 65536\n", kHostIdBase);
-    id.gid_map = id.uid_map;
-    id.host_uid = kHostIdBase + id.uid;
-    id.host_gid = kHostIdBase + id.gid;
-    id.setup_becomes_root = true;
-    return id;
-  }
+  id.uid_map = fmt::format("0 {} 65536\n", base);
+  id.gid_map = id.uid_map;
+  id.host_uid = base + id.uid;
+  id.host_gid = base + id.gid;
+  id.setup_becomes_root = true;
+  return id;
+}
+
+Identity PlanIdentity(UserKind user) {
+  if (geteuid() == 0) return MappedIdentity(user, kHostIdBase);
+  Identity id;
+  id.uid = user == UserKind::kRoot ? 0 : kSandboxUid;
+  id.gid = user == UserKind::kRoot ? 0 : kSandboxGid;
   id.rootless = true;
   id.host_uid = geteuid();
   id.host_gid = getegid();
@@ -52,6 +60,27 @@ Expected<void> WriteIdMaps(pid_t child, const Identity& identity) {
   }
   if (auto ok = WriteProcFile(child, "uid_map", identity.uid_map); !ok) return ok;
   return WriteProcFile(child, "gid_map", identity.gid_map);
+}
+
+Expected<void> BecomeSetupRoot(const Identity& identity) {
+  if (!identity.setup_becomes_root) return {};
+  if (setgroups(0, nullptr) != 0) return std::unexpected(Error::Sys("setgroups"));
+  if (setresgid(0, 0, 0) != 0) return std::unexpected(Error::Sys("setresgid 0"));
+  if (setresuid(0, 0, 0) != 0) return std::unexpected(Error::Sys("setresuid 0"));
+  return {};
+}
+
+Expected<void> LimitAgentBoundingSet() {
+  bool agent_is_root = getuid() == 0;
+  for (int cap = 0; cap <= 63; ++cap) {
+    bool keep = cap == CAP_SETUID || cap == CAP_SETGID || cap == CAP_SETPCAP || cap == CAP_KILL;
+    if (agent_is_root && keep) continue;
+    if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0) {
+      if (errno == EINVAL) break;  // past the kernel's last capability
+      return std::unexpected(Error::Sys(fmt::format("prctl PR_CAPBSET_DROP {}", cap)));
+    }
+  }
+  return {};
 }
 
 }  // namespace smolbox::ns

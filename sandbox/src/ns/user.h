@@ -2,7 +2,8 @@
 //
 // A root runtime maps 65536 ids onto a range far above any real account, so even uid 0 inside
 // is an unprivileged stranger on the host. A rootless runtime can map only its own uid, onto
-// the workload's uid.
+// the workload's uid. Inside a microVM the agent gives the workload a user namespace the same
+// way (MappedIdentity), so that its root is no root of the guest kernel either.
 #pragma once
 
 #include <sys/types.h>
@@ -32,7 +33,16 @@ struct Identity {
 };
 
 Identity PlanIdentity(UserKind user);
+// 65536 ids from base up back the namespace's ids 0-65535; its setup process starts as an
+// unmapped uid and must become root inside.
+Identity MappedIdentity(UserKind user, uid_t base);
 // Written by the runtime for its child, which waits until they are in place.
 Expected<void> WriteIdMaps(pid_t child, const Identity& identity);
+// Switches the setup process to uid and gid 0 inside, when setup_becomes_root says so.
+Expected<void> BecomeSetupRoot(const Identity& identity);
+// The agent's bounding set, just before it serves: it keeps only what starting workloads as
+// another uid and killing them needs (none at all when it runs as a non-zero uid), so a
+// workload that took the agent over could not take more.
+Expected<void> LimitAgentBoundingSet();
 
 }  // namespace smolbox::ns
