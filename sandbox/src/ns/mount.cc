@@ -19,6 +19,16 @@ namespace {
 
 constexpr const char* kHostImageDirs[] = {"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"};
 constexpr const char* kDevices[] = {"null", "zero", "full", "random", "urandom"};
+// What runc and docker mask in every container's /proc: kernel memory and the kernel's keys,
+// timers and scheduler internals, which tell about everything else the kernel runs. Files
+// read as /dev/null, directories as an empty read-only tmpfs.
+constexpr const char* kProcMasked[] = {"kcore", "keys", "timer_list", "timer_stats", "sched_debug",
+                                       "latency_stats", "acpi", "asound", "scsi"};
+// And what they make read-only: the kernel's knobs. /proc/sys stays readable (boot_id, limits)
+// but not writable, not even the sysctls of the sandbox's own network namespace. Beyond runc:
+// /proc/pressure, whose files take a PSI trigger (a kernel timer per open file) from anyone;
+// reading the pressure still works.
+constexpr const char* kProcReadOnly[] = {"sys", "sysrq-trigger", "irq", "bus", "fs", "pressure"};
 
 Expected<void> Mount(const std::string& source, const std::string& target, const char* type,
                      unsigned long flags, const std::string& data = "") {
@@ -176,11 +186,32 @@ Expected<void> MakeDev(const std::string& root) {
   return {};
 }
 
+Expected<void> MaskProc(const std::string& root) {
+  for (const char* name : kProcMasked) {
+    std::string path = fmt::format("{}/proc/{}", root, name);
+    struct stat st{};
+    if (lstat(path.c_str(), &st) != 0) continue;  // not in this kernel
+    auto masked = S_ISDIR(st.st_mode)
+                      ? Mount("tmpfs", path, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, "size=4k,mode=0555")
+                      : Bind(root + "/dev/null", path, true, MS_NOSUID | MS_NOEXEC);
+    if (!masked) return masked;
+  }
+  for (const char* name : kProcReadOnly) {
+    std::string path = fmt::format("{}/proc/{}", root, name);
+    struct stat st{};
+    if (lstat(path.c_str(), &st) != 0) continue;
+    if (auto ok = Bind(path, path, true, MS_NOSUID | MS_NODEV | MS_NOEXEC); !ok) return ok;
+  }
+  return {};
+}
+
+// After MakeDev: the masks are binds of its /dev/null.
 Expected<void> MakeProc(const std::string& root, const std::string& options) {
   std::string proc = root + "/proc";
   if (mkdir(proc.c_str(), 0555) != 0) return std::unexpected(Error::Sys("mkdir " + proc));
   // A fresh procfs for the new pid namespace: only the sandbox's own processes are visible.
-  return Mount("proc", proc, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, options);
+  if (auto ok = Mount("proc", proc, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, options); !ok) return ok;
+  return MaskProc(root);
 }
 
 bool Covers(const std::string& outer, const std::string& inner) {

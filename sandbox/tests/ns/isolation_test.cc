@@ -181,6 +181,17 @@ TEST(Identity, user_root_is_root_inside_only_and_still_holds_no_capabilities) {
   EXPECT_EQ(out.find("         0          0"), std::string::npos) << out;
 }
 
+// The network namespace is the sandbox's own, so without the read-only /proc/sys its root
+// could write these; the masks hide what runc and docker hide.
+TEST(Identity, user_root_finds_the_kernel_knobs_read_only_and_the_masked_proc_files_empty) {
+  auto run = RunJson({"--user", "root"}, {"/bin/sh", "-c",
+      "read v < /proc/sys/net/ipv4/ip_default_ttl; (echo $v > /proc/sys/net/ipv4/ip_default_ttl) 2>/dev/null && echo WROTE;"
+      "(: > /proc/pressure/cpu) 2>/dev/null && echo OPENED pressure; stat -c %F /proc/keys /proc/timer_list; head -c 64 /proc/keys | wc -c; echo done"});
+  ASSERT_EQ(run.result["status"], "exited") << run.out << run.err;
+  // Masked by binds of /dev/null; unmasked they are regular files.
+  EXPECT_EQ(run.result["stdout"], "character special file\ncharacter special file\n0\ndone\n");
+}
+
 TEST(Identity, the_hostname_is_sandbox_and_the_host_environment_does_not_leak) {
   std::string token = RandomToken();
   auto run = RunSmolbox({"run", "--json", "-e", "GIVEN=yes", "--", "/bin/sh", "-c", "hostname; env"},
