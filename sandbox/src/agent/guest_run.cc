@@ -6,7 +6,9 @@
 #include <fmt/format.h>
 
 #include "guest_boot.h"
+#include "guest_namespaces.h"
 #include "mount.h"
+#include "user.h"
 
 namespace smolbox::agent {
 namespace {
@@ -53,9 +55,12 @@ Expected<WorkloadCgroup> SetUpGuestRun(const GuestSetup& setup) {
     }
     plan.volumes.push_back(std::move(bind));
   }
+  // The cgroup and the 9p shares need the guest kernel's root; nothing after this does.
+  if (auto ok = EnterWorkloadNamespaces(); !ok) return std::unexpected(ok.error());
   if (auto ok = ns::OpenSources(plan); !ok) return std::unexpected(ok.error());
   if (auto ok = ns::BuildRoot(plan); !ok) return std::unexpected(ok.error());
   if (auto ok = ns::PivotInto(kNewRoot); !ok) return std::unexpected(ok.error());
+  if (auto ok = ns::LimitAgentBoundingSet(); !ok) return std::unexpected(ok.error());
   return cgroup;
 }
 

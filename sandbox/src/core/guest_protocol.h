@@ -27,6 +27,11 @@ inline constexpr const char* kStorageTag = "storage";
 inline constexpr const char* kAgentPortName = "smolbox.agent";
 // The hostname in every sandbox, ns and vm alike.
 inline constexpr const char* kGuestHostname = "sandbox";
+// Guest ids [kGuestIdBase, kGuestIdBase + 65536) back the ids of the workload's user namespace
+// inside the guest, as kHostIdBase's range backs an ns sandbox's on the host: uid 0 of a
+// `--user root` workload is guest uid kGuestIdBase, nobody to the guest kernel. QEMU's 9p
+// shares show the storage as owned by kGuestIdBase + the workload's uid.
+inline constexpr uint32_t kGuestIdBase = 100000;
 // Bytes of host randomness a restored guest mixes into its pool.
 inline constexpr size_t kRestoreSeedBytes = 64;
 

@@ -34,8 +34,8 @@ struct RootPlan {
   std::string workdir;
   uid_t uid = 0;  // the workload's, for /etc/passwd
   gid_t gid = 0;
-  // Mount options of the sandbox's /proc. In a microVM, which has no pid namespace per run,
-  // "hidepid=invisible" hides the kernel's threads and the agent from the workload.
+  // Mount options of the sandbox's /proc. In a microVM "hidepid=invisible" hides the agent
+  // from a workload that runs as another uid.
   std::string proc_options;
 };
 

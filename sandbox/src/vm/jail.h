@@ -24,7 +24,8 @@ struct JailPlan {
   uid_t host_uid = 0;         // what QEMU is on the host
   gid_t host_gid = 0;
   // What QEMU is inside its user namespace. Its 9p shares show files as owned by this uid, so
-  // it is also the workload's uid in the guest: 1000 for the sandbox user, 0 for root.
+  // it is the guest uid behind the workload's: kGuestIdBase + 1000 for the sandbox user,
+  // kGuestIdBase for root.
   uid_t inside_uid = 0;
   gid_t inside_gid = 0;
 };

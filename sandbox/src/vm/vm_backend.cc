@@ -81,7 +81,7 @@ struct Vm {
   JailedProcess qemu;
   uid_t host_uid = 0;  // QEMU's, and the storage's owner
   gid_t host_gid = 0;
-  uid_t guest_uid = 0;  // the workload's in the guest, and QEMU's inside its user namespace
+  uid_t guest_uid = 0;  // the workload's in its user namespace in the guest
   gid_t guest_gid = 0;
 
   ~Vm() {
@@ -181,8 +181,8 @@ Expected<void> StartQemu(const Qemu& qemu, VmConfig config, const std::vector<in
   plan.console_fd = vm.console.get();
   plan.host_uid = vm.host_uid;
   plan.host_gid = vm.host_gid;
-  plan.inside_uid = vm.guest_uid;
-  plan.inside_gid = vm.guest_gid;
+  plan.inside_uid = kGuestIdBase + vm.guest_uid;
+  plan.inside_gid = kGuestIdBase + vm.guest_gid;
   auto jailed = StartJailed(plan, *vm.cgroup);
   if (!jailed) return std::unexpected(jailed.error());
   vm.qemu = std::move(*jailed);

@@ -125,6 +125,29 @@ TEST(VmHello, user_root_is_uid_0_in_the_guest_without_capabilities_and_can_write
   EXPECT_EQ(run.result["stdout"], "0\nx\nCapEff:\t0000000000000000\n");
 }
 
+// The guest kernel is the inner wall: uid 0 of the workload is uid 0 of a user namespace whose
+// ids the guest kernel knows as unprivileged ones, so no global knob takes its writes.
+TEST(VmIsolation, user_root_is_root_of_its_own_user_namespace_and_cannot_write_the_guest_kernels_knobs) {
+  auto run = RunVm({"--user", "root"}, {"/bin/sh", "-c",
+      "read inside outside count < /proc/self/uid_map; echo $inside $outside $count;"
+      "for k in kernel/core_pattern vm/overcommit_memory; do v=$(cat /proc/sys/$k);"
+      "  (printf '%s\\n' \"$v\" > /proc/sys/$k) 2>/dev/null && echo WROTE $k; done;"
+      "(: > /proc/sysrq-trigger) 2>/dev/null && echo OPENED sysrq-trigger;"
+      "(: > /proc/pressure/cpu) 2>/dev/null && echo OPENED pressure;"
+      "stat -c %F /proc/keys /proc/timer_list; head -c 64 /proc/keys | wc -c; echo done"});
+  ASSERT_EQ(run.result["status"], "exited") << run.out << run.err;
+  EXPECT_EQ(run.result["stdout"], "0 100000 65536\ncharacter special file\ncharacter special file\n0\ndone\n");
+}
+
+TEST(VmIsolation, user_root_sees_only_its_own_processes_not_the_guests_init_or_kernel_threads) {
+  auto run = RunVm({"--user", "root"}, {"/bin/sh", "-c", "cat /proc/[0-9]*/comm | grep -c kthreadd; ls /proc | grep -c '^[0-9]'"});
+  ASSERT_EQ(run.result["status"], "exited") << run.out << run.err;
+  std::string out = run.result["stdout"];
+  EXPECT_EQ(out.substr(0, out.find('\n')), "0") << out;
+  // The serving agent (PID 1), sh, ls and grep; a guest kernel has dozens of threads.
+  EXPECT_LE(std::stoi(out.substr(out.find('\n') + 1)), 5) << out;
+}
+
 TEST(VmLimits, a_python_while_true_ends_as_timeout_within_a_few_seconds) {
   auto run = RunVm({"--timeout", "1s"}, {kPython, "-c", "while True: pass"});
   EXPECT_EQ(run.result["status"], "timeout") << run.out << run.err;
