@@ -374,6 +374,11 @@ Expected<void> ParseHeader(const json& v, Case& c) {
   c.adversarial = *kind == "adversarial";
   c.lang = *lang;
   c.payload = *payload;
+  if (v.contains("user")) {
+    auto user = ParseEnum(v, "user", kCaseUsers);
+    if (!user) return std::unexpected(user.error());
+    c.user = *user;
+  }
   if (v.contains("description")) {
     auto text = GetString(v["description"], "description");
     if (!text) return std::unexpected(text.error());
@@ -439,8 +444,8 @@ Expected<Case> ParseCase(const json& v, size_t index, const std::string& directo
   if (!id) return std::unexpected(Within(fmt::format("catalog: cases[{}]", index), id.error()));
   std::string prefix = fmt::format("catalog: case {:?}", *id);
   if (auto ok = CheckKeys(v, "",
-                          {"id", "category", "kind", "lang", "payload", "args", "stdin", "env",
-                           "limits", "mounts", "expect", "oracles", "description"});
+                          {"id", "category", "kind", "lang", "payload", "user", "args", "stdin",
+                           "env", "limits", "mounts", "expect", "oracles", "description"});
       !ok) {
     return std::unexpected(Within(prefix, ok.error()));
   }

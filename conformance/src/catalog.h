@@ -12,6 +12,8 @@
 //     "kind": "adversarial" | "functional",
 //     "lang": "python" | "js" | "sh",
 //     "payload": "python/while_true.py",         relative to the catalog's directory
+//     "user": "root",                            optional: "sandbox" (default) or "root", the
+//                                                workload as root inside (the profile's "user")
 //     "args": ["{canary_file}", "8"],            placeholders: see runner.h
 //     "stdin": "text",                           optional
 //     "env": {"K": "V"},                         optional
@@ -47,6 +49,9 @@ inline const std::vector<std::string> kCategories = {
     "cpu", "memory", "pids", "disk", "output", "network", "filesystem",
     "privilege", "info", "signals", "time", "functional"};
 
+// Who the workload is inside the sandbox: the sandbox's own unprivileged user, or its root.
+inline const std::vector<std::string> kCaseUsers = {"sandbox", "root"};
+
 // The RunSpec limit names a case may set, in the order reports list them.
 inline const std::vector<std::string> kLimitNames = {
     "timeout_ms", "cpu_ms", "memory_mib", "cpus", "pids", "storage_mib", "output_bytes", "files"};
@@ -78,6 +83,7 @@ struct Case {
   bool adversarial = true;
   std::string lang;
   std::string payload;  // absolute path once loaded
+  std::string user = "sandbox";  // one of kCaseUsers
   std::vector<std::string> args;
   std::optional<std::string> stdin_data;
   std::map<std::string, std::string> env;

@@ -20,7 +20,7 @@ namespace {
 using nlohmann::json;
 
 const std::vector<std::string> kMultiWord = {"argv...", "mounts...", "env...", "limits...",
-                                             "stdin..."};
+                                             "stdin...", "user..."};
 // smolbox:vm-tcg is the vm backend on QEMU's emulation, for hosts without KVM.
 // A "-fresh" vm variant boots every guest from scratch: no boot snapshot (--no-snapshot).
 const std::vector<std::string> kSmolboxBackends = {"ns", "auto", "vm", "vm-tcg", "vm-fresh", "vm-tcg-fresh"};
@@ -57,6 +57,19 @@ Expected<std::map<std::string, std::vector<std::string>>> GetLimitTemplates(
     out.emplace(name, std::move(*parsed));
   }
   return out;
+}
+
+Expected<void> ParseUserTemplates(const json& v, Profile& p) {
+  if (!v.is_object()) return Fail("user", "must be an object of case user -> words");
+  for (const auto& [user, words] : v.items()) {
+    if (!Contains(kCaseUsers, user)) {
+      return Fail("user", fmt::format("unknown user {:?} (expected one of {})", user, fmt::join(kCaseUsers, ", ")));
+    }
+    auto parsed = GetStringArray(words, FieldPath("user", user));
+    if (!parsed) return std::unexpected(parsed.error());
+    p.user_args.emplace(user, std::move(*parsed));
+  }
+  return {};
 }
 
 Expected<void> ParseMountTemplates(const json& v, Profile& p) {
@@ -176,6 +189,9 @@ Expected<void> ParseFields(const json& v, Profile& p) {
   if (v.contains("variables")) {
     if (auto ok = ParseVariables(v["variables"], p); !ok) return ok;
   }
+  if (v.contains("user")) {
+    if (auto ok = ParseUserTemplates(v["user"], p); !ok) return ok;
+  }
   return {};
 }
 
@@ -210,6 +226,7 @@ Expected<void> CheckTemplates(const Profile& p) {
       {"mount.ro", &p.mount_ro}, {"mount.rw", &p.mount_rw}, {"stdin", &p.stdin_args}};
   for (const auto& [name, words] : p.limit_wrappers) plain.emplace_back("limits." + name, &words);
   for (const auto& [name, words] : p.limit_args) plain.emplace_back("limit_args." + name, &words);
+  for (const auto& [name, words] : p.user_args) plain.emplace_back("user." + name, &words);
   if (auto ok = CheckTemplate(p.command, "command", scalars, true); !ok) return ok;
   for (const auto& [path, words] : plain) {
     bool mount = path.starts_with("mount.");
@@ -244,7 +261,10 @@ Expected<void> CheckExpansions(const Profile& p) {
   for (Pair x : {Pair{"{mounts...}", !p.mount_ro.empty() || !p.mount_rw.empty(), "mount"},
                  Pair{"{env...}", !p.env.empty(), "env"},
                  Pair{"{limits...}", !p.limit_args.empty(), "limit_args"},
-                 Pair{"{stdin...}", !p.stdin_args.empty(), "stdin"}}) {
+                 Pair{"{stdin...}", !p.stdin_args.empty(), "stdin"},
+                 Pair{"{user...}", std::any_of(p.user_args.begin(), p.user_args.end(),
+                                               [](const auto& u) { return !u.second.empty(); }),
+                      "user"}}) {
     size_t uses = CountWord(p.command, x.word);
     if (uses > 1) return Fail("command", fmt::format("uses {} more than once", x.word));
     if (uses == 1 && !x.has_template) {
@@ -339,7 +359,8 @@ Expected<void> ReadProfile(const json& doc, const std::map<std::string, std::str
   if (auto ok = CheckKeys(doc, "",
                           {"name", "description", "binary", "install", "version_command", "command",
                            "mount", "env", "stdin", "limits", "limit_args", "unsupported", "paths",
-                           "result", "syntax_only", "interpreters", "variables", "startup_allowance_ms"});
+                           "result", "syntax_only", "interpreters", "variables", "startup_allowance_ms",
+                           "user"});
       !ok) {
     return ok;
   }
@@ -600,6 +621,10 @@ Expected<std::vector<std::string>> MultiWord(const std::string& name, const Prof
   if (name == "mounts...") return MountWords(profile, c, placement, values);
   if (name == "env...") return EnvWords(profile, c, values);
   if (name == "limits...") return LimitWords(profile, c, values);
+  if (name == "user...") {
+    auto words = profile.user_args.find(c.user);
+    return words == profile.user_args.end() ? std::vector<std::string>{} : Expand(words->second, values);
+  }
   if (c.stdin_data) return Expand(profile.stdin_args, values);
   return std::vector<std::string>{};
 }
@@ -674,6 +699,10 @@ Expected<std::vector<std::string>> RenderCommand(const Profile& profile, const C
     out->insert(out->end(), words->begin(), words->end());
   }
   return out;
+}
+
+bool RunsAsCaseUser(const Profile& profile, const Case& c) {
+  return c.user == "sandbox" || profile.user_args.contains(c.user);
 }
 
 std::vector<std::string> UnsupportedLimits(const Profile& profile, const Case& c) {

@@ -21,8 +21,11 @@
 //    "interpreters": {"js": ["/usr/local/bin/node"]},   default /usr/bin/python3 -u,
 //                                             /usr/bin/node, /bin/sh
 //    "variables": {"image": "node:20-bookworm"}         more {name}s; the loader may override
+//    "user": {"sandbox": ["--uid", "65534"], "root": ["--uid", "0"]}   inserted at {user...}
+//                                             for the case's "user"; a case whose user has no
+//                                             entry is skipped (sandbox needs none)
 //
-// Placeholders: {argv...} {mounts...} {env...} {limits...} {stdin...} expand to several words,
+// Placeholders: {argv...} {mounts...} {env...} {limits...} {stdin...} {user...} expand to several words,
 // each only as a whole word of "command"; {workdir}, {timeout_ms}, {timeout_s}, {cpu_ms},
 // {memory_mib}, {cpus} (decimal, e.g. 0.5), {vcpus} (whole CPUs, rounded up), {pids},
 // {storage_mib}, {output_bytes}, {files} and the variables ({backend}, {smolbox}) expand in
@@ -58,6 +61,7 @@ struct Profile {
   std::string install_hint;                      // "install"
   std::vector<std::string> stdin_args;           // "stdin"
   std::map<std::string, std::vector<std::string>> interpreters;  // lang -> words, defaults filled
+  std::map<std::string, std::vector<std::string>> user_args;     // "user": case user -> words
   // "startup_allowance_ms": added to every case's wall-time bound, for a sandbox that boots a
   // kernel before the case's own time starts (smolbox:vm-tcg sets it). 0 by default.
   int64_t startup_allowance_ms = 0;
@@ -89,6 +93,8 @@ inline constexpr const char* kSandboxWorkdir = "/work";
 // payload directory is mounted read-only at kPayloadTarget ahead of the case's mounts.
 Expected<std::vector<std::string>> RenderCommand(const Profile& profile, const Case& c,
                                                  const Placement& placement);
+// Whether the profile can run the case's workload as the user the case asks for.
+bool RunsAsCaseUser(const Profile& profile, const Case& c);
 // The limits the case sets that the profile cannot enforce.
 std::vector<std::string> UnsupportedLimits(const Profile& profile, const Case& c);
 

@@ -266,6 +266,11 @@ CaseReport RunCase(const Profile& profile, const Case& c, const std::string& pay
     report.reason = "profile " + profile.name + " is validated for syntax only";
     return report;
   }
+  if (!RunsAsCaseUser(profile, c)) {
+    report.verdict = Verdict::kSkip;
+    report.reason = fmt::format("profile {} has no way to run the workload as {} (its \"user\" field)", profile.name, c.user);
+    return report;
+  }
   auto dir = CaseDir::Create(options.work_root, c);
   if (!dir) {
     report.reason = dir.error().ToString();

@@ -251,6 +251,19 @@ TEST(LoadCatalog, rejects_an_unknown_category_kind_or_lang) {
             "python, js, sh)");
 }
 
+TEST(LoadCatalog, runs_a_case_as_the_sandbox_user_unless_it_asks_for_root) {
+  CatalogDir dir;
+  auto catalog = LoadCatalog(dir.WriteCases(
+      json::array({MinimalCase(), With(With(MinimalCase(), "/id"_json_pointer, "cpu.loop_root.python"),
+                                       "/user"_json_pointer, "root")})));
+  ASSERT_TRUE(catalog) << catalog.error().ToString();
+  EXPECT_EQ(catalog->cases[0].user, "sandbox");
+  EXPECT_EQ(catalog->cases[1].user, "root");
+  EXPECT_EQ(ErrorFor(With(MinimalCase(), "/user"_json_pointer, "admin")),
+            "catalog: case \"cpu.loop.python\": user: unknown user \"admin\" (expected one of "
+            "sandbox, root)");
+}
+
 TEST(LoadCatalog, rejects_an_unknown_status) {
   json expect = {{"status", {"timeout", "timout"}}};
   EXPECT_EQ(ErrorFor(With(MinimalCase(), "/expect"_json_pointer, expect)),

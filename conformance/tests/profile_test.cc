@@ -372,6 +372,18 @@ TEST(ParseProfile, requires_a_template_for_each_expansion_and_the_reverse) {
   EXPECT_EQ(ParseError(p), "profile x: command: uses {limits...} without \"limit_args\"");
 }
 
+TEST(ParseProfile, names_a_bad_user_template) {
+  json p = GoodProfile();
+  p["user"] = {{"admin", {"--uid", "0"}}};
+  EXPECT_EQ(ParseError(p), "profile x: user: unknown user \"admin\" (expected one of sandbox, root)");
+  p["user"] = {{"root", "--uid 0"}};
+  EXPECT_EQ(ParseError(p), "profile x: user.root: must be an array of strings");
+  p["user"] = {{"root", {"--uid", "0"}}};
+  EXPECT_EQ(ParseError(p), "profile x: user: is set but command has no {user...}");
+  p["user"] = {{"root", json::array()}};
+  EXPECT_EQ(ParseError(p), "<parsed>");
+}
+
 TEST(ParseProfile, requires_mounts_and_env_unless_paths_are_the_hosts) {
   json p = GoodProfile();
   p.erase("mount");
@@ -481,6 +493,29 @@ TEST(RenderCommand, renders_a_case_for_bwrap_behind_its_limit_wrappers) {
             " --setenv GREETING hi --setenv LANG C --chdir /work --"
             " /usr/bin/python3 -u /payload/python/csv.py /in/data.csv /work/x /host/canary MARK");
   EXPECT_EQ(UnsupportedLimits(*profile, CsvCase()), (Words{"cpus", "output_bytes"}));
+}
+
+TEST(RenderCommand, runs_a_root_case_as_root_inside_each_sandbox_that_can_and_skips_it_elsewhere) {
+  Case root = CsvCase();
+  root.user = "root";
+  auto text = ReadTextFile(kProfiles + "/bwrap.json");
+  ASSERT_TRUE(text);
+  auto profile = ParseProfile(*text, "bwrap.json");
+  ASSERT_TRUE(profile) << profile.error().ToString();
+  EXPECT_NE(Line(*profile, root).find(" --unshare-user --uid 0 --gid 0 --cap-drop ALL "), std::string::npos)
+      << Line(*profile, root);
+  EXPECT_TRUE(RunsAsCaseUser(*profile, root));
+  auto smolbox = LoadProfile("smolbox:ns", kProfiles);
+  ASSERT_TRUE(smolbox) << smolbox.error().ToString();
+  EXPECT_NE(Line(*smolbox, root).find(" --user root -w /work "), std::string::npos) << Line(*smolbox, root);
+  EXPECT_EQ(Line(*smolbox).find("--user"), std::string::npos) << Line(*smolbox);
+  auto null = LoadProfile("null", kProfiles);
+  ASSERT_TRUE(null) << null.error().ToString();
+  EXPECT_TRUE(RunsAsCaseUser(*null, root));
+  auto runsc = ParseProfile(ReadTextFile(kProfiles + "/runsc.json").value_or(""), "runsc.json");
+  ASSERT_TRUE(runsc) << runsc.error().ToString();
+  EXPECT_FALSE(RunsAsCaseUser(*runsc, root));
+  EXPECT_TRUE(RunsAsCaseUser(*runsc, CsvCase()));
 }
 
 TEST(RenderCommand, renders_runsc_with_a_cleared_environment_on_host_paths) {
