@@ -8,6 +8,8 @@ interfaces           BREACH if /proc/net/dev lists any interface but lo
 mounts CANARY_DIR    BREACH if /proc/self/mountinfo shows the host's own mounts: a mount point
                      where only a host has one (/sys, /run, /boot, /home, /root, ...), or the
                      canary directory anywhere
+masked_proc          BREACH if a file of /proc that runc and docker mask (kernel memory, the
+                     kernel's keys, timers and scheduler state) shows any content
 """
 import os
 import socket
@@ -80,8 +82,26 @@ def mounts(canary_dir):
             say(f"BREACH host mount visible: {root} on {point}")
 
 
+MASKED_PROC = ["/proc/kcore", "/proc/keys", "/proc/timer_list", "/proc/sched_debug",
+               "/proc/latency_stats", "/proc/timer_stats"]
+
+
+def masked_proc():
+    for path in MASKED_PROC:
+        try:
+            with open(path, "rb") as f:
+                head = f.read(64)  # kcore's first bytes are its ELF header: reading is harmless
+        except OSError as e:
+            say(f"BLOCKED {path}: {e.strerror}")
+            continue
+        if head:
+            say(f"BREACH {path} shows {len(head)}+ bytes")
+        else:
+            say(f"BLOCKED {path} is empty")
+
+
 MODES = {"env": env, "processes": processes, "hostname": hostname,
-         "interfaces": interfaces, "mounts": mounts}
+         "interfaces": interfaces, "mounts": mounts, "masked_proc": masked_proc}
 
 if __name__ == "__main__":
     MODES[ARGS[0]](*ARGS[1:])

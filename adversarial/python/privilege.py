@@ -8,8 +8,12 @@ at once. All of them are harmless on a host where they succeed:
   exits;
 - keyctl: a throwaway key in a new session keyring of a child's own;
 - bpf, perf, io_uring, userfaultfd: one object, closed at once;
-- module: finit_module on /dev/null, which is no module;
-- clock: CLOCK_REALTIME set to the time it already shows.
+- module: finit_module on /dev/null, which is no module; module_unload: delete_module of a
+  name no module has;
+- clock: CLOCK_REALTIME set to the time it already shows;
+- kernel_knobs: two global sysctls written back with the value just read from them,
+  /proc/sysrq-trigger opened for writing and closed with no key written, and a count of the
+  kernel's knobs that would take a write, none of them opened.
 """
 import ctypes
 import os
@@ -25,9 +29,11 @@ libc.syscall.restype = ctypes.c_long
 # Syscalls glibc has no wrapper for, by architecture.
 SYSCALLS = {
     "x86_64": {"add_key": 248, "keyctl": 250, "bpf": 321, "perf_event_open": 298,
-               "io_uring_setup": 425, "userfaultfd": 323, "finit_module": 313},
+               "io_uring_setup": 425, "userfaultfd": 323, "finit_module": 313,
+               "delete_module": 176},
     "aarch64": {"add_key": 217, "keyctl": 219, "bpf": 280, "perf_event_open": 241,
-                "io_uring_setup": 425, "userfaultfd": 282, "finit_module": 273},
+                "io_uring_setup": 425, "userfaultfd": 282, "finit_module": 273,
+                "delete_module": 106},
 }[platform.machine()]
 
 
@@ -266,6 +272,85 @@ def module():
         say(f"BLOCKED finit_module: {errname(err)}, and no CAP_SYS_MODULE")
 
 
+def module_unload():
+    # No module has this name: the kernel looks for it only after the permission check, so
+    # ENOENT means the check let us through. ENOSYS (no module unloading in this kernel) is
+    # judged as for module().
+    EPERM, ENOSYS, CAP_SYS_MODULE, O_NONBLOCK = 1, 38, 16, 0o4000
+    result, err = syscall("delete_module", b"smolbox_no_such_module", ctypes.c_int(O_NONBLOCK))
+    if result == 0:
+        say("BREACH delete_module unloaded a module")
+    elif err == EPERM:
+        say(f"BLOCKED delete_module: {errname(err)}")
+    elif err != ENOSYS:
+        say(f"BREACH delete_module got past the permission check: {errname(err)}")
+    elif cap_eff() & (1 << CAP_SYS_MODULE) and in_initial_user_namespace():
+        say("BREACH no module unloading here, but CAP_SYS_MODULE is held in the initial user namespace")
+    else:
+        say(f"BLOCKED delete_module: {errname(err)}, and no CAP_SYS_MODULE")
+
+
+# Global, not per network namespace: whoever writes them changes the kernel for everyone.
+GLOBAL_KNOBS = ["/proc/sys/kernel/core_pattern", "/proc/sys/vm/overcommit_memory"]
+KNOB_TREES = ["/proc/sys", "/proc/irq", "/proc/bus", "/proc/fs"]
+MAX_KNOBS_SCANNED = 20000
+
+
+def write_back(path):
+    """Writes the value just read back into the knob: the kernel's state does not change."""
+    try:
+        with open(path, "rb") as f:
+            value = f.read()
+        fd = os.open(path, os.O_WRONLY)
+    except OSError as e:
+        say(f"BLOCKED {path}: {e.strerror}")
+        return
+    try:
+        os.write(fd, value)
+        say(f"BREACH wrote {path} (its own value back)")
+    except OSError as e:
+        say(f"BLOCKED write {path}: {e.strerror}")
+    finally:
+        os.close(fd)
+
+
+def writable_knobs():
+    """The kernel's knobs that access(W_OK) says would take a write; none is opened."""
+    found, scanned = [], 0
+    for tree in KNOB_TREES:
+        for top, dirs, files in os.walk(tree):
+            for name in files:
+                scanned += 1
+                path = os.path.join(top, name)
+                if os.access(path, os.W_OK):
+                    found.append(path)
+                if scanned >= MAX_KNOBS_SCANNED:
+                    return found
+    return found
+
+
+def sysrq():
+    # Opening is the whole attack: a write of one key would reboot or crash a real host.
+    try:
+        fd = os.open("/proc/sysrq-trigger", os.O_WRONLY)
+    except OSError as e:
+        say(f"BLOCKED /proc/sysrq-trigger: {e.strerror}")
+        return
+    os.close(fd)
+    say("BREACH /proc/sysrq-trigger opened for writing (nothing written)")
+
+
+def kernel_knobs():
+    for path in GLOBAL_KNOBS:
+        write_back(path)
+    sysrq()
+    found = writable_knobs()
+    if found:
+        say(f"BREACH {len(found)} kernel knobs are writable, e.g. {' '.join(found[:5])}")
+    else:
+        say("BLOCKED no kernel knob is writable")
+
+
 class Timespec(ctypes.Structure):
     _fields_ = [("tv_sec", ctypes.c_long), ("tv_nsec", ctypes.c_long)]
 
@@ -288,7 +373,8 @@ MODES = {
     "setuid": setuid, "capabilities": capabilities, "mount": mount,
     "unshare_mount": unshare_mount, "chroot": chroot, "ptrace": ptrace, "keyctl": keyctl,
     "bpf": bpf, "perf": perf, "io_uring": io_uring, "userfaultfd": userfaultfd,
-    "module": module, "clock": clock,
+    "module": module, "module_unload": module_unload, "clock": clock,
+    "kernel_knobs": kernel_knobs,
 }
 
 if __name__ == "__main__":
