@@ -8,7 +8,9 @@
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <random>
+#include <set>
 
 #include <fmt/format.h>
 
@@ -17,7 +19,8 @@
 namespace smolbox::ns {
 namespace {
 
-constexpr int kMaxDepth = 64;
+// Deeper than any real project tree; the walk holds two descriptors per level.
+constexpr size_t kMaxDepth = 256;
 constexpr mode_t kPermissionBits = 0777;  // never setuid, setgid or sticky
 
 std::string Join(const std::string& dir, const std::string& name) {
@@ -103,9 +106,9 @@ bool SameContentLikely(const struct stat& a, const struct stat& b) {
          a.st_mtim.tv_nsec == b.st_mtim.tv_nsec;
 }
 
-Expected<void> RemoveTree(int dir_fd, const std::string& name, bool is_dir, int depth) {
+Expected<void> RemoveTree(int dir_fd, const std::string& name, bool is_dir, size_t depth) {
   if (is_dir) {
-    if (depth > kMaxDepth) return std::unexpected(Error{name, "too deep to remove", 0});
+    if (depth >= kMaxDepth) return std::unexpected(Error{name, fmt::format("nested deeper than {} levels to remove", kMaxDepth), 0});
     auto sub = OpenDir(dir_fd, name);
     if (!sub) return std::unexpected(sub.error());
     auto entries = List(sub->get());
@@ -122,7 +125,7 @@ Expected<void> RemoveTree(int dir_fd, const std::string& name, bool is_dir, int 
 
 struct Walk {
   Owner owner;
-  bool from_sandbox;  // copy-back: drop hardlinks, mirror deletions
+  bool from_sandbox;  // copy-back: drop hardlinks, mirror deletions, skip what fails
   int64_t* budget;    // bytes left to copy: a sparse file must not inflate on the host
   std::vector<std::string>* dropped;
 };
@@ -131,46 +134,120 @@ struct Walk {
 // absence there is no deletion.
 bool Crosses(const struct stat& st) { return S_ISDIR(st.st_mode) || S_ISREG(st.st_mode); }
 
-Expected<void> Sync(int from_dir, int to_dir, const std::string& path, const Walk& walk, int depth) {
-  if (depth > kMaxDepth) return std::unexpected(Error{path, "directory tree too deep", 0});
-  auto from = List(from_dir);
-  if (!from) return std::unexpected(from.error());
-  auto to = List(to_dir);
-  if (!to) return std::unexpected(to.error());
-  for (const auto& [name, st] : *from) {
-    std::string rel = Join(path, name);
-    auto existing = to->find(name);
-    if (S_ISDIR(st.st_mode)) {
-      if (existing != to->end() && !S_ISDIR(existing->second.st_mode)) {
-        if (auto ok = RemoveTree(to_dir, name, false, depth); !ok) return ok;
-      }
-      auto sub_from = OpenDir(from_dir, name);
-      if (!sub_from) return std::unexpected(Error{rel, sub_from.error().ToString(), 0});
-      auto sub_to = EnsureDir(to_dir, name, st.st_mode, walk.owner);
-      if (!sub_to) return std::unexpected(Error{rel, sub_to.error().ToString(), 0});
-      if (auto ok = Sync(sub_from->get(), sub_to->get(), rel, walk, depth + 1); !ok) return ok;
-    } else if (!S_ISREG(st.st_mode)) {
-      walk.dropped->push_back(fmt::format("{} {} not copied", KindOf(st.st_mode), rel));
-    } else if (walk.from_sandbox && st.st_nlink > 1) {
-      walk.dropped->push_back(fmt::format("hardlink {} not copied", rel));
-    } else if (existing != to->end() && S_ISREG(existing->second.st_mode) &&
-               SameContentLikely(st, existing->second)) {
-      continue;
-    } else if (st.st_size > *walk.budget) {
-      if (!walk.from_sandbox) return std::unexpected(Error{rel, "does not fit in the storage quota", ENOSPC});
-      walk.dropped->push_back(fmt::format("{} ({} bytes) exceeds what the storage quota allows; not copied", rel, st.st_size));
-    } else {
-      if (existing != to->end() && S_ISDIR(existing->second.st_mode)) {
-        if (auto ok = RemoveTree(to_dir, name, true, depth); !ok) return ok;
-      }
-      if (auto ok = CopyFile(from_dir, name, st, to_dir, walk.owner); !ok) return ok;
-      *walk.budget -= st.st_size;
+// One directory being synced: both sides open, the source's entries listed, and how far the
+// walk has got through them.
+struct Level {
+  UniqueFd from;
+  UniqueFd to;
+  std::string path;
+  std::vector<std::pair<std::string, struct stat>> entries;
+  std::map<std::string, struct stat> existing;
+  size_t next = 0;
+};
+
+Expected<Level> OpenLevel(UniqueFd from, UniqueFd to, std::string path) {
+  auto entries = List(from.get());
+  if (!entries) return std::unexpected(Error{path, entries.error().ToString(), 0});
+  auto existing = List(to.get());
+  if (!existing) return std::unexpected(Error{path, existing.error().ToString(), 0});
+  return Level{std::move(from), std::move(to), std::move(path), {entries->begin(), entries->end()}, std::move(*existing), 0};
+}
+
+// Copy-in fails whole: a sandbox must never start on part of its input, which its copy-back
+// would then mirror as deletions. Copy-back loses only the entry that failed, and says so.
+Expected<void> Skip(const Walk& walk, const std::string& rel, const Error& error) {
+  if (!walk.from_sandbox) return std::unexpected(Error{rel, error.ToString(), error.errnum});
+  walk.dropped->push_back(fmt::format("{} not copied: {}", rel, error.ToString()));
+  return {};
+}
+
+// A regular file or anything else; directories are the walk's.
+Expected<void> SyncEntry(Level& level, const std::string& name, const struct stat& st, const Walk& walk) {
+  std::string rel = Join(level.path, name);
+  auto existing = level.existing.find(name);
+  if (!S_ISREG(st.st_mode)) {
+    walk.dropped->push_back(fmt::format("{} {} not copied", KindOf(st.st_mode), rel));
+  } else if (walk.from_sandbox && st.st_nlink > 1) {
+    walk.dropped->push_back(fmt::format("hardlink {} not copied", rel));
+  } else if (existing != level.existing.end() && S_ISREG(existing->second.st_mode) &&
+             SameContentLikely(st, existing->second)) {
+    return {};
+  } else if (st.st_size > *walk.budget) {
+    if (!walk.from_sandbox) return std::unexpected(Error{rel, "does not fit in the storage quota", ENOSPC});
+    walk.dropped->push_back(fmt::format("{} ({} bytes) exceeds what the storage quota allows; not copied", rel, st.st_size));
+  } else {
+    if (existing != level.existing.end() && S_ISDIR(existing->second.st_mode)) {
+      if (auto ok = RemoveTree(level.to.get(), name, true, 0); !ok) return Skip(walk, rel, ok.error());
+    }
+    if (auto ok = CopyFile(level.from.get(), name, st, level.to.get(), walk.owner); !ok) return Skip(walk, rel, ok.error());
+    *walk.budget -= st.st_size;
+  }
+  return {};
+}
+
+// The next level down, or nullopt when this directory is skipped.
+Expected<std::optional<Level>> Descend(Level& level, const std::string& name, const struct stat& st,
+                                       size_t depth, const Walk& walk) {
+  std::string rel = Join(level.path, name);
+  if (depth >= kMaxDepth) {
+    auto skipped = Skip(walk, rel, Error{"directory", fmt::format("nested deeper than {} levels", kMaxDepth), 0});
+    if (!skipped) return std::unexpected(skipped.error());
+    return std::nullopt;
+  }
+  auto existing = level.existing.find(name);
+  if (existing != level.existing.end() && !S_ISDIR(existing->second.st_mode)) {
+    if (auto ok = RemoveTree(level.to.get(), name, false, 0); !ok) {
+      if (auto skipped = Skip(walk, rel, ok.error()); !skipped) return std::unexpected(skipped.error());
+      return std::nullopt;
     }
   }
-  if (!walk.from_sandbox) return {};
-  for (const auto& [name, st] : *to) {
-    if (from->contains(name) || !Crosses(st)) continue;
-    if (auto ok = RemoveTree(to_dir, name, S_ISDIR(st.st_mode), depth); !ok) return ok;
+  auto from = OpenDir(level.from.get(), name);
+  auto to = from ? EnsureDir(level.to.get(), name, st.st_mode, walk.owner) : std::unexpected(from.error());
+  auto next = to ? OpenLevel(std::move(*from), std::move(*to), rel) : std::unexpected(to.error());
+  if (!next) {
+    if (auto skipped = Skip(walk, rel, next.error()); !skipped) return std::unexpected(skipped.error());
+    return std::nullopt;
+  }
+  return std::optional<Level>(std::move(*next));
+}
+
+// What the sandbox deleted goes on the host too, once the directory is done.
+void MirrorDeletions(const Level& level, const Walk& walk) {
+  std::set<std::string> present;
+  for (const auto& [name, unused] : level.entries) present.insert(name);
+  for (const auto& [name, st] : level.existing) {
+    if (present.contains(name) || !Crosses(st)) continue;
+    if (auto ok = RemoveTree(level.to.get(), name, S_ISDIR(st.st_mode), 0); !ok) {
+      walk.dropped->push_back(fmt::format("{} not removed: {}", Join(level.path, name), ok.error().ToString()));
+    }
+  }
+}
+
+// Depth first, on an explicit stack of open directories: no recursion, so a deep tree costs
+// descriptors (bounded by kMaxDepth), not the stack.
+Expected<void> Sync(int from_dir, int to_dir, const Walk& walk) {
+  UniqueFd from(fcntl(from_dir, F_DUPFD_CLOEXEC, 0));
+  UniqueFd to(fcntl(to_dir, F_DUPFD_CLOEXEC, 0));
+  if (!from.valid() || !to.valid()) return std::unexpected(Error::Sys("dup a volume's directory"));
+  auto top = OpenLevel(std::move(from), std::move(to), "");
+  if (!top) return std::unexpected(top.error());
+  std::vector<Level> stack;
+  stack.push_back(std::move(*top));
+  while (!stack.empty()) {
+    Level& level = stack.back();
+    if (level.next == level.entries.size()) {
+      if (walk.from_sandbox) MirrorDeletions(level, walk);
+      stack.pop_back();
+      continue;
+    }
+    const auto& [name, st] = level.entries[level.next++];
+    if (!S_ISDIR(st.st_mode)) {
+      if (auto ok = SyncEntry(level, name, st, walk); !ok) return ok;
+      continue;
+    }
+    auto next = Descend(level, name, st, stack.size(), walk);
+    if (!next) return std::unexpected(next.error());
+    if (*next) stack.push_back(std::move(**next));
   }
   return {};
 }
@@ -179,12 +256,12 @@ Expected<void> Sync(int from_dir, int to_dir, const std::string& path, const Wal
 
 Expected<void> CopyIn(int from_dir, int to_dir, Owner owner, int64_t* budget,
                       std::vector<std::string>* dropped) {
-  return Sync(from_dir, to_dir, "", Walk{owner, false, budget, dropped}, 0);
+  return Sync(from_dir, to_dir, Walk{owner, false, budget, dropped});
 }
 
 Expected<void> CopyBack(int sandbox_dir, int host_dir, Owner owner, int64_t budget,
                         std::vector<std::string>* dropped) {
-  return Sync(sandbox_dir, host_dir, "", Walk{owner, true, &budget, dropped}, 0);
+  return Sync(sandbox_dir, host_dir, Walk{owner, true, &budget, dropped});
 }
 
 }  // namespace smolbox::ns

@@ -6,6 +6,11 @@
 // Both walks hold directories by descriptor and open every entry with O_NOFOLLOW, so a symlink
 // the sandbox planted, in place of a file or of a directory, is never followed.
 //
+// Copy-back loses only what it must: an entry over a limit (a file over the quota, a directory
+// nested deeper than 256 levels) or one that fails to copy is skipped and listed by path, and
+// everything else still crosses. Copy-in fails whole instead, since a sandbox started on part
+// of its input would mirror the missing part back as deletions.
+//
 //   std::vector<std::string> dropped;
 //   CopyIn(host_fd, storage_fd, {.uid = 2000001000, .gid = 2000001000}, &budget, &dropped);
 //   ... run ...

@@ -245,6 +245,18 @@ TEST(VmVolumes, a_ro_volume_cannot_be_written_and_a_rw_volume_copies_back_safely
   EXPECT_NE(run.result["warnings"].dump().find("link"), std::string::npos) << run.result["warnings"];
 }
 
+TEST(VmVolumes, a_tree_nested_past_the_copy_back_limit_costs_no_other_output) {
+  TempDir dir;
+  auto run = RunVm({"-v", dir.path() + ":/out:rw"}, {"/bin/sh", "-c",
+      "cd /out; d=deep; i=0; while [ $i -lt 300 ]; do d=$d/d; i=$((i+1)); done; mkdir -p $d;"
+      "i=1; while [ $i -le 31 ]; do echo $i > f$i.txt; i=$((i+1)); done"});
+  ASSERT_EQ(run.result["status"], "exited") << run.out << run.err;
+  for (int i = 1; i <= 31; ++i) {
+    EXPECT_EQ(ReadFileOrEmpty(dir.path() + "/f" + std::to_string(i) + ".txt"), std::to_string(i) + "\n") << i;
+  }
+  EXPECT_NE(run.result["warnings"].dump().find("nested deeper than 256 levels"), std::string::npos) << run.result["warnings"];
+}
+
 TEST(VmCleanup, a_killed_qemu_ends_the_run_and_leaves_nothing) {
   size_t dirs_before = RunDirs();
   int out[2];
