@@ -10,6 +10,10 @@ mounts CANARY_DIR    BREACH if /proc/self/mountinfo shows the host's own mounts:
                      canary directory anywhere
 masked_proc          BREACH if a file of /proc that runc and docker mask (kernel memory, the
                      kernel's keys, timers and scheduler state) shows any content
+volume_source DIR    print where the ro volume DIR really is and the whole mountinfo; the host
+                     directory's name carries the runner's token (path_canary), so a sandbox
+                     that names the volume's source leaks it. BREACH if the volume's mount
+                     names a root inside its filesystem. Under null, DIR is the host path.
 """
 import os
 import socket
@@ -100,8 +104,23 @@ def masked_proc():
             say(f"BLOCKED {path} is empty")
 
 
+def volume_source(volume):
+    with open(os.path.join(volume, "data.txt")) as f:
+        say(f"VOLUME READABLE {f.read().strip()}")
+    say(f"REALPATH {os.path.realpath(volume)}")
+    with open("/proc/self/mountinfo") as f:
+        lines = f.read().splitlines()
+    for line in lines:
+        say(f"MOUNTINFO {line}")
+        fields = line.split()
+        root, point = fields[3], fields[4]
+        if point == volume and root != "/":
+            say(f"BREACH the mount on {volume} names its source: {root}")
+
+
 MODES = {"env": env, "processes": processes, "hostname": hostname,
-         "interfaces": interfaces, "mounts": mounts, "masked_proc": masked_proc}
+         "interfaces": interfaces, "mounts": mounts, "masked_proc": masked_proc,
+         "volume_source": volume_source}
 
 if __name__ == "__main__":
     MODES[ARGS[0]](*ARGS[1:])

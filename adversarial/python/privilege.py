@@ -10,6 +10,7 @@ at once. All of them are harmless on a host where they succeed:
 - bpf, perf, io_uring, userfaultfd: one object, closed at once;
 - module: finit_module on /dev/null, which is no module; module_unload: delete_module of a
   name no module has;
+- modify_ldt: reads the x86 LDT, which changes nothing;
 - clock: CLOCK_REALTIME set to the time it already shows;
 - kernel_knobs: two global sysctls written back with the value just read from them,
   /proc/sysrq-trigger opened for writing and closed with no key written, and a count of the
@@ -30,7 +31,7 @@ libc.syscall.restype = ctypes.c_long
 SYSCALLS = {
     "x86_64": {"add_key": 248, "keyctl": 250, "bpf": 321, "perf_event_open": 298,
                "io_uring_setup": 425, "userfaultfd": 323, "finit_module": 313,
-               "delete_module": 176},
+               "delete_module": 176, "modify_ldt": 154},
     "aarch64": {"add_key": 217, "keyctl": 219, "bpf": 280, "perf_event_open": 241,
                 "io_uring_setup": 425, "userfaultfd": 282, "finit_module": 273,
                 "delete_module": 106},
@@ -351,6 +352,52 @@ def kernel_knobs():
         say("BLOCKED no kernel knob is writable")
 
 
+def seccomp_mode():
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("Seccomp:"):
+                return int(line.split()[1])
+    return 0
+
+
+def kernel_has(symbol):
+    """Whether the kernel has a function: True, False, or None when its symbols are hidden."""
+    try:
+        with open("/proc/kallsyms") as f:
+            names = f.read()
+    except OSError:
+        return None
+    if "sys_getpid" not in names:
+        return None
+    return symbol in names
+
+
+def modify_ldt():
+    # Reading the LDT (func 0) is harmless and needs no privilege: any answer but a refusal
+    # means the syscall reaches the kernel and its LDT code. A seccomp kill ends the payload
+    # here, which the case allows. ENOSYS is a refusal where the kernel has modify_ldt, and
+    # what everyone gets where it does not (not x86, or no CONFIG_MODIFY_LDT_SYSCALL): there,
+    # a process that no seccomp filter holds counts, since a kernel that had it would answer.
+    EPERM, ENOSYS = 1, 38
+    if "modify_ldt" in SYSCALLS:
+        ldt = ctypes.create_string_buffer(16)
+        result, err = syscall("modify_ldt", ctypes.c_int(0), ldt, ctypes.c_ulong(len(ldt)))
+        present = kernel_has("sys_modify_ldt")
+    else:
+        result, err, present = -1, ENOSYS, False
+    if result >= 0:
+        say(f"BREACH modify_ldt read {result} bytes of the LDT: the syscall reaches the kernel")
+    elif err == EPERM:
+        say(f"BLOCKED modify_ldt: {errname(err)}")
+    elif err != ENOSYS:
+        say(f"BREACH modify_ldt reached the kernel, which answered {errname(err)}")
+    elif present is False and seccomp_mode() == 0:
+        say("BREACH no modify_ldt in this kernel, but no seccomp filter either: "
+            "a kernel that has it would be reached")
+    else:
+        say(f"BLOCKED modify_ldt: {errname(err)}")
+
+
 class Timespec(ctypes.Structure):
     _fields_ = [("tv_sec", ctypes.c_long), ("tv_nsec", ctypes.c_long)]
 
@@ -373,7 +420,7 @@ MODES = {
     "setuid": setuid, "capabilities": capabilities, "mount": mount,
     "unshare_mount": unshare_mount, "chroot": chroot, "ptrace": ptrace, "keyctl": keyctl,
     "bpf": bpf, "perf": perf, "io_uring": io_uring, "userfaultfd": userfaultfd,
-    "module": module, "module_unload": module_unload, "clock": clock,
+    "module": module, "module_unload": module_unload, "modify_ldt": modify_ldt, "clock": clock,
     "kernel_knobs": kernel_knobs,
 }
 

@@ -46,12 +46,6 @@ Expected<std::string> RandomHex(size_t bytes) {
   return hex;
 }
 
-Expected<std::string> NewToken() {
-  auto hex = RandomHex(16);
-  if (!hex) return std::unexpected(hex.error());
-  return "SMOLVM-CANARY-" + *hex;
-}
-
 // Moves fd to the lowest free number >= floor, close-on-exec.
 Expected<UniqueFd> MoveUp(UniqueFd fd, int floor, const std::string& what) {
   int moved = fcntl(fd.get(), F_DUPFD_CLOEXEC, floor);
@@ -245,6 +239,7 @@ Expected<void> PlantedCanaries::Plant(const CanaryOptions& options) {
   if (mkdir(options_.work_dir.c_str(), 0755) != 0 && errno != EEXIST) {
     return std::unexpected(Error::Sys("mkdir " + options_.work_dir));
   }
+  tokens_.insert(options_.placed_tokens.begin(), options_.placed_tokens.end());
   // One line per canary; a failure leaves the rest to the destructor, which undoes what exists.
   for (auto step : {&PlantedCanaries::PlantFile, &PlantedCanaries::PlantEnv,
                     &PlantedCanaries::PlantLoopbackTcp, &PlantedCanaries::PlantTestHost,
@@ -257,7 +252,7 @@ Expected<void> PlantedCanaries::Plant(const CanaryOptions& options) {
 }
 
 Expected<std::string> PlantedCanaries::AddToken(const std::string& canary) {
-  auto token = NewToken();
+  auto token = NewCanaryToken();
   if (token) tokens_[canary] = *token;
   return token;
 }
@@ -526,6 +521,12 @@ std::vector<std::string> PlantedCanaries::Detections() const {
 }
 
 }  // namespace
+
+Expected<std::string> NewCanaryToken() {
+  auto hex = RandomHex(16);
+  if (!hex) return std::unexpected(hex.error());
+  return "SMOLVM-CANARY-" + *hex;
+}
 
 Expected<std::unique_ptr<CanarySet>> CanarySet::Plant(const CanaryOptions& options) {
   auto set = std::make_unique<PlantedCanaries>();

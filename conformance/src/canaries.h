@@ -23,7 +23,13 @@ namespace smolvm_check {
 struct CanaryOptions {
   std::string work_dir;           // a directory of the case's own, outside every mount
   bool with_test_host = false;    // needs root: a network namespace with a TCP server
+  // Canary name -> a token the case put on the host itself (a mount's directory name, see
+  // CaseDir); Leaked() looks for these too.
+  std::map<std::string, std::string> placed_tokens = {};
 };
+
+// A fresh random token, "SMOLVM-CANARY-" and 32 hex digits.
+Expected<std::string> NewCanaryToken();
 
 class CanarySet {
  public:

@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include "canaries.h"
 #include "host_files.h"
 
 namespace smolvm_check {
@@ -73,9 +74,26 @@ Expected<CaseDir> CaseDir::Create(const std::string& work_root, const Case& c) {
   fs::create_directories(root + "/mounts", ec);
   chmod((root + "/mounts").c_str(), 0755);
   for (const auto& mount : c.mounts) {
+    if (mount.path_canary) {
+      auto token = NewCanaryToken();
+      if (!token) return std::unexpected(token.error());
+      dir.path_tokens_[mount.name] = *token;
+    }
     if (auto ok = Plant(dir.MountDir(mount.name), mount); !ok) return std::unexpected(ok.error());
   }
   return dir;
+}
+
+std::string CaseDir::MountDir(const std::string& name) const {
+  auto token = path_tokens_.find(name);
+  std::string suffix = token == path_tokens_.end() ? "" : "-" + token->second;
+  return root_ + "/mounts/" + name + suffix;
+}
+
+std::map<std::string, std::string> CaseDir::PathTokens() const {
+  std::map<std::string, std::string> canaries;
+  for (const auto& [mount, token] : path_tokens_) canaries["mount_path:" + mount] = token;
+  return canaries;
 }
 
 CaseDir::~CaseDir() {

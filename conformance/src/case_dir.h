@@ -1,5 +1,9 @@
 // One case's place on the host: a fresh directory holding its mounts (with their planted
 // files), the workdir of host-path sandboxes, and the canaries. Removed with the case.
+//
+// A mount with path_canary gets a directory named "NAME-<token>", the token fresh for the
+// case; PathTokens() hands them to the canaries, which look for them in what the payload
+// wrote.
 #pragma once
 
 #include <map>
@@ -13,18 +17,22 @@ namespace smolvm_check {
 class CaseDir {
  public:
   static Expected<CaseDir> Create(const std::string& work_root, const Case& c);
-  CaseDir(CaseDir&& other) noexcept : root_(std::exchange(other.root_, {})) {}
+  CaseDir(CaseDir&& other) noexcept
+      : root_(std::exchange(other.root_, {})), path_tokens_(std::move(other.path_tokens_)) {}
   CaseDir& operator=(CaseDir&&) = delete;
   ~CaseDir();
 
   const std::string& root() const { return root_; }
-  std::string MountDir(const std::string& name) const { return root_ + "/mounts/" + name; }
+  std::string MountDir(const std::string& name) const;
   std::string Workdir() const { return root_ + "/work"; }
   std::string CanaryRoot() const { return root_ + "/canaries"; }
+  // Canary name ("mount_path:NAME") -> the token in that mount's directory name.
+  std::map<std::string, std::string> PathTokens() const;
 
  private:
   explicit CaseDir(std::string root) : root_(std::move(root)) {}
   std::string root_;
+  std::map<std::string, std::string> path_tokens_;  // mount name -> token
 };
 
 // Regular files and directories below dir, with size and mtime, never following a symlink:

@@ -138,7 +138,7 @@ Expected<void> ParseMountTarget(const json& v, const std::string& path, CaseMoun
 }
 
 Expected<CaseMount> ParseMount(const json& v, const std::string& path) {
-  if (auto ok = CheckKeys(v, path, {"name", "mode", "target", "files"}); !ok) {
+  if (auto ok = CheckKeys(v, path, {"name", "mode", "target", "files", "path_canary"}); !ok) {
     return std::unexpected(ok.error());
   }
   if (auto ok = Require(v, path, {"name", "target"}); !ok) return std::unexpected(ok.error());
@@ -164,6 +164,11 @@ Expected<CaseMount> ParseMount(const json& v, const std::string& path) {
     if (auto ok = ParseMountFiles(v["files"], FieldPath(path, "files"), mount); !ok) {
       return std::unexpected(ok.error());
     }
+  }
+  if (v.contains("path_canary")) {
+    auto flag = GetBool(v["path_canary"], FieldPath(path, "path_canary"));
+    if (!flag) return std::unexpected(flag.error());
+    mount.path_canary = *flag;
   }
   return mount;
 }

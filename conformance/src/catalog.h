@@ -19,7 +19,9 @@
 //     "env": {"K": "V"},                         optional
 //     "limits": {"timeout_ms": 2000, ...},       optional; the RunSpec limit names
 //     "mounts": [{"name": "in", "mode": "ro", "target": "/in",
-//                 "files": {"data.csv": "a,b\n"}}],   files planted before the run
+//                 "files": {"data.csv": "a,b\n"},    files planted before the run
+//                 "path_canary": true}],           optional: a canary token in the name of
+//                                                  the mount's host directory
 //     "expect": {
 //       "status": ["timeout"],                   allowed statuses (RunResult names)
 //       "max_wall_ms": 6000,
@@ -61,6 +63,9 @@ struct CaseMount {
   std::string target;  // path inside the sandbox
   bool read_only = true;
   std::map<std::string, std::string> files;  // relative path -> content, planted before the run
+  // The host directory's name carries a fresh canary token, so that a sandbox that shows the
+  // workload where its mounts come from leaks the token.
+  bool path_canary = false;
 };
 
 struct MaxCount {

@@ -203,7 +203,7 @@ Launch MakeLaunch(const Case& c, const Profile& profile, std::vector<std::string
 Evidence Observe(const Case& c, const Profile& profile, const std::string& payload_dir, const CaseDir& dir,
                  CaseReport& report) {
   Evidence e;
-  auto canaries = CanarySet::Plant({dir.CanaryRoot(), geteuid() == 0});
+  auto canaries = CanarySet::Plant({dir.CanaryRoot(), geteuid() == 0, dir.PathTokens()});
   if (!canaries) {
     e.setup_error = "canaries: " + canaries.error().ToString();
     return e;

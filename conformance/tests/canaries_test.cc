@@ -150,6 +150,15 @@ TEST_F(CanariesTest, leaked_finds_every_token_in_a_mixed_text) {
   EXPECT_EQ(set->Leaked(text), (Names{"env", "file", "tcp"}));
 }
 
+TEST_F(CanariesTest, a_token_the_case_placed_itself_is_found_under_its_name) {
+  auto token = NewCanaryToken();
+  ASSERT_TRUE(token) << token.error().ToString();
+  auto set = CanarySet::Plant({dir_.path() + "/case", false, {{"mount_path:in", *token}}});
+  ASSERT_TRUE(set) << set.error().ToString();
+  EXPECT_EQ((*set)->Leaked("/tmp/case/mounts/in-" + *token + "/data.txt"), (Names{"mount_path:in"}));
+  EXPECT_TRUE((*set)->Leaked("/in/data.txt").empty());
+}
+
 TEST_F(CanariesTest, tokens_are_fresh_for_every_set) {
   auto first = PlantOrDie();
   ASSERT_TRUE(first);

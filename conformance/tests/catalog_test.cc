@@ -106,7 +106,11 @@ TEST(LoadCatalog, reads_every_field) {
   c["env"] = {{"GREETING", "hi"}};
   c["limits"] = {{"timeout_ms", 2000}, {"cpus", 0.5}, {"memory_mib", 64}};
   c["mounts"] = {
-      {{"name", "in"}, {"mode", "ro"}, {"target", "/in"}, {"files", {{"data.csv", "a,b\n"}}}},
+      {{"name", "in"},
+       {"mode", "ro"},
+       {"target", "/in"},
+       {"files", {{"data.csv", "a,b\n"}}},
+       {"path_canary", true}},
       {{"name", "out"}, {"mode", "rw"}, {"target", "/out"}}};
   c["expect"] = {{"status", {"exited"}},
                  {"max_wall_ms", 6000},
@@ -129,8 +133,10 @@ TEST(LoadCatalog, reads_every_field) {
   ASSERT_EQ(got.mounts.size(), 2u);
   EXPECT_TRUE(got.mounts[0].read_only);
   EXPECT_EQ(got.mounts[0].files.at("data.csv"), "a,b\n");
+  EXPECT_TRUE(got.mounts[0].path_canary);
   EXPECT_FALSE(got.mounts[1].read_only);
   EXPECT_EQ(got.mounts[1].target, "/out");
+  EXPECT_FALSE(got.mounts[1].path_canary);
   EXPECT_EQ(got.expect.status, (std::vector<std::string>{"exited"}));
   EXPECT_EQ(got.expect.max_wall_ms, 6000);
   ASSERT_TRUE(got.expect.max_count.has_value());
@@ -355,6 +361,12 @@ TEST(LoadCatalog, rejects_mount_targets_that_are_relative_repeated_or_over_the_p
             "payloads are mounted");
   EXPECT_EQ(error_for({{{"name", "a"}, {"target", "/in"}, {"mode", "wo"}}}),
             "catalog: case \"cpu.loop.python\": mounts[0].mode: must be ro or rw (got \"wo\")");
+}
+
+TEST(LoadCatalog, rejects_a_path_canary_that_is_not_a_boolean) {
+  json mount = {{"name", "in"}, {"target", "/in"}, {"path_canary", "yes"}};
+  std::string error = ErrorFor(With(MinimalCase(), "/mounts"_json_pointer, {mount}));
+  EXPECT_NE(error.find("mounts[0].path_canary"), std::string::npos) << error;
 }
 
 TEST(LoadCatalog, rejects_planted_files_that_leave_their_mount) {

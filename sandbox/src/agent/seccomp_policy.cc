@@ -28,7 +28,11 @@ struct Denial {
 };
 
 // The default is allow: the workload is arbitrary Python or Node, and nobody can list what
-// those need. Denied is what neither needs and what has a record of kernel bugs or escapes.
+// those need. Denied is what neither needs and no peer lets an unprivileged workload reach:
+// docker's default profile (moby/profiles seccomp/default.json, with docker's default
+// capabilities) or gVisor, whose Sentry passes only ~100 syscalls of its own to the host
+// (runsc/boot/filter/config) and answers the rest itself. The deliberate differences from
+// those two are listed after the table.
 // clang-format off
 constexpr Denial kDenied[] = {
     // Kernel keyrings are shared across namespaces and a steady source of kernel bugs.
@@ -93,6 +97,35 @@ constexpr Denial kDenied[] = {
     // Raw port I/O.
     {"iopl", EPERM},
     {"ioperm", EPERM},
+    // The x86 local descriptor table: only 16-bit and 32-bit segment tricks (Wine, DOSEMU)
+    // need it, and it has a record of kernel bugs (CVE-2015-3290, CVE-2017-17053). gVisor
+    // refuses it with EPERM; docker allows it on x86, which is a difference listed below.
+    {"modify_ldt", EPERM},
+    // Obsolete interfaces to kernel tables, replaced by /proc and /sys long ago. _sysctl is
+    // gone since Linux 5.5 but a deny-list must hold on older kernels too.
+    {"_sysctl", EPERM},
+    {"sysfs", EPERM},
+    {"ustat", EPERM},
+    // Gated by capabilities the workload never holds (it runs with none, even as root): the
+    // kernel would refuse them anyway, and docker denies them unless the capability is added.
+    {"sethostname", EPERM},    // CAP_SYS_ADMIN
+    {"setdomainname", EPERM},  // CAP_SYS_ADMIN
+    {"vhangup", EPERM},        // CAP_SYS_TTY_CONFIG
+    // Comparing kernel objects of two processes tells their order in kernel memory; docker
+    // wants CAP_SYS_PTRACE, and gVisor does not implement it.
+    {"kcmp", EPERM},
+    // fanotify watches whole filesystems; Python and Node watch files with inotify. Docker
+    // wants CAP_SYS_ADMIN; gVisor does not implement it.
+    {"fanotify_init", EPERM},
+    // NUMA memory policy (CVE-2018-10675, a use-after-free in get_mempolicy). Docker wants
+    // CAP_SYS_NICE, and libnuma reads EPERM as "no NUMA". migrate_pages and move_pages also
+    // act on other processes.
+    {"mbind", EPERM},
+    {"set_mempolicy", EPERM},
+    {"get_mempolicy", EPERM},
+    {"set_mempolicy_home_node", EPERM},
+    {"migrate_pages", EPERM},
+    {"move_pages", EPERM},
 };
 
 // Denied where the architecture has them (x86_64 has no stime).
@@ -101,11 +134,69 @@ constexpr Denial kDeniedWhereTheyExist[] = {
 };
 // clang-format on
 
+// Where this policy and the peers still differ, on purpose (x86_64, docker with its default
+// capabilities):
+//
+// Denied here, allowed by docker:
+// - ptrace, process_vm_readv, process_vm_writev (docker: on Linux 4.8 and later): the only
+//   processes in reach are the rest of the workload and, in the vm backend, the agent.
+// - name_to_handle_at: it makes the handles open_by_handle_at takes, and names mount ids.
+// - adjtimex, clock_adjtime: docker allows them and leaves setting the clock to CAP_SYS_TIME;
+//   whether a call reads or sets is in memory seccomp cannot see, and in the ns backend the
+//   clock is the host's. Workloads read the time through clock_gettime.
+// - chroot: docker keeps CAP_SYS_CHROOT by default; the workload here keeps no capability.
+// - socket and socketpair of families other than unix, inet and inet6: docker denies only
+//   AF_VSOCK. Netlink is out too, so getifaddrs() fails: Node's os.networkInterfaces() throws
+//   and Python's socket.if_nameindex() raises PermissionError.
+// - modify_ldt: docker allows it on x86 for 32-bit and 16-bit code. None runs here: the i386
+//   ABI is killed (vm86 and vm86old with it), and gVisor refuses modify_ldt too.
+// - personality(0xffffffff), the query (see DenyLayoutPersonas).
+//
+// Allowed here, denied by docker's default-deny:
+// - create_module, get_kernel_syms, query_module, nfsservctl, getpmsg, putpmsg, afs_syscall,
+//   tuxcall, security, vserver: no supported kernel has code behind them (nfsservctl went in
+//   Linux 3.1, the others earlier or never existed), so they fail with ENOSYS for everyone.
+// - whatever Linux adds after 6.18, until it is named here: a deny-list fails open where an
+//   allow-list fails closed. The default stays allow because nobody can list every syscall
+//   arbitrary Python or Node makes.
+//
+// gVisor lets no more than its own ~100 syscalls reach the host and implements the rest in
+// the Sentry. Everything allowed here reaches a real kernel: the host's in the ns backend, the
+// guest's in the vm backend. No table closes that difference; the README says so.
+
 #if defined(__x86_64__)
-// Newer than the libseccomp we build against, so given by number (arch/x86/entry/syscalls/
-// syscall_64.tbl). A deny-list must keep up with the mount API, or it fails open.
-constexpr int kNrOpenTreeAttr = 467;  // Linux 6.15: open_tree with mount attributes
+// A syscall newer than the libseccomp we build against, given by number (arch/x86/entry/
+// syscalls/syscall_64.tbl). A deny-list must keep up with the kernel, or it fails open.
+struct NumberedDenial {
+  int nr;
+  const char* syscall;
+  int errnum;
+};
+
+// ENOSYS where an older interface does the same and stays allowed: callers that try the new
+// syscall first take the path they already have for older kernels.
+// clang-format off
+constexpr NumberedDenial kDeniedByNumber[] = {
+    {467, "open_tree_attr", EPERM},        // Linux 6.15: open_tree with mount attributes
+    // Linux 6.8: the LSM attributes of /proc/self/attr. Docker wants CAP_SYS_ADMIN; gVisor
+    // does not implement them.
+    {459, "lsm_get_self_attr", ENOSYS},
+    {460, "lsm_set_self_attr", ENOSYS},
+    {461, "lsm_list_modules", ENOSYS},
+    // Linux 6.17: the FS_IOC_FSGETXATTR/FSSETXATTR ioctls as syscalls. Neither docker nor
+    // gVisor has them yet.
+    {468, "file_getattr", ENOSYS},
+    {469, "file_setattr", ENOSYS},
+};
+// clang-format on
 #endif
+
+// Personas up to PER_LINUX32 | UNAME26 only change what uname reports. Every flag above them
+// changes the memory layout or its protection: ADDR_NO_RANDOMIZE turns off ASLR,
+// READ_IMPLIES_EXEC makes data executable, MMAP_PAGE_ZERO maps page zero (the way NULL
+// dereferences in the kernel used to be exploited). Docker allows exactly 0, PER_LINUX32,
+// UNAME26, both and the query 0xffffffff; gVisor refuses every layout flag with EINVAL.
+constexpr uint64_t kHighestHarmlessPersona = 0x0020008;  // PER_LINUX32 | UNAME26
 
 // A new namespace of any kind makes the workload root of something; a user namespace in
 // particular hands it every capability there, the entry point of most unprivileged kernel
@@ -223,6 +314,14 @@ void DenyTerminalInjection(PolicyBuilder& policy) {
   }
 }
 
+void DenyLayoutPersonas(PolicyBuilder& policy) {
+  // One rule cannot test an argument twice, so the query (0xffffffff, above every flag) is
+  // denied with them; only gdb and setarch ask, and both carry on without the answer. A
+  // 64-bit compare also denies a persona with its (ignored) high bits set, which fails closed.
+  scmp_arg_cmp has_layout_flag = SCMP_A0(SCMP_CMP_GT, kHighestHarmlessPersona);
+  policy.Deny("personality", EPERM, std::span(&has_layout_flag, 1));
+}
+
 void DenyForeignSocketFamilies(PolicyBuilder& policy, const char* syscall) {
   // Full 64-bit compares: a family with high bits set is denied too, which fails closed.
   scmp_arg_cmp unspec = SCMP_A0(SCMP_CMP_EQ, AF_UNSPEC);
@@ -245,9 +344,12 @@ Expected<SeccompProgram> CompileSeccompPolicy() {
     policy.DenyIfExists(denial.syscall, denial.errnum);
   }
 #if defined(__x86_64__)
-  policy.DenyNumber(kNrOpenTreeAttr, "open_tree_attr", EPERM);
+  for (const NumberedDenial& denial : kDeniedByNumber) {
+    policy.DenyNumber(denial.nr, denial.syscall, denial.errnum);
+  }
 #endif
   DenyNamespaceClones(policy);
+  DenyLayoutPersonas(policy);
   DenyTerminalInjection(policy);
   DenyForeignSocketFamilies(policy, "socket");
   DenyForeignSocketFamilies(policy, "socketpair");

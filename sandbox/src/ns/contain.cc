@@ -79,6 +79,16 @@ Expected<void> PrepareTmpfsStorage(ContainPlan& plan) {
   return AwaitGo(plan.channel_fd);
 }
 
+Expected<void> BuildRootAndReport(ContainPlan& plan) {
+  std::vector<std::string> warnings;
+  plan.root.warnings = &warnings;
+  auto built = BuildRoot(plan.root);
+  plan.root.warnings = nullptr;
+  if (!built || warnings.empty()) return built;
+  channel::Message message{{{"type", "warnings"}, {"warnings", warnings}}, ""};
+  return channel::WriteMessage(plan.channel_fd, message);
+}
+
 Expected<void> SetHostname() {
   static constexpr char kName[] = "sandbox";
   if (sethostname(kName, sizeof kName - 1) != 0) return std::unexpected(Error::Sys("sethostname"));
@@ -112,7 +122,7 @@ Expected<void> Contain(ContainPlan& plan) {
   SMOLBOX_TRY(EnterCgroupNamespace());
   SMOLBOX_TRY(MakeMountsPrivate());
   SMOLBOX_TRY(PrepareTmpfsStorage(plan));
-  SMOLBOX_TRY(BuildRoot(plan.root));
+  SMOLBOX_TRY(BuildRootAndReport(plan));
   SMOLBOX_TRY(SetHostname());
   SMOLBOX_TRY(BringUpLoopback());
   SMOLBOX_TRY(PivotInto(plan.root.newroot));

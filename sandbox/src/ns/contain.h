@@ -6,6 +6,8 @@
 //   runtime -> child  {"type":"go"}        id maps written, every cgroup checked
 //   child -> runtime  {"type":"storage"}   rootless only, with the tmpfs root as SCM_RIGHTS
 //   runtime -> child  {"type":"go"}        rootless only: storage laid out and filled
+//   child -> runtime  {"type":"warnings", "warnings":[...]}   what the root could not hide,
+//                                          if anything; the agent's "ready" follows
 //   child -> runtime  {"type":"setup_error", "where":..., "what":..., "errno":...}
 #pragma once
 

@@ -11,8 +11,11 @@
 
 #include <fstream>
 #include <memory>
+#include <optional>
 
 #include <fmt/format.h>
+
+#include "hidden_source.h"
 
 namespace smolbox::ns {
 namespace {
@@ -139,13 +142,58 @@ Expected<void> MakeHostImage(const std::string& root) {
   return {};
 }
 
+void Warn(const RootPlan& plan, std::string text) {
+  if (plan.warnings != nullptr) plan.warnings->push_back(std::move(text));
+}
+
+std::string Shows(const std::string& what, const Error& why) {
+  return fmt::format("{}: bound as is, so /proc/self/mountinfo in the sandbox shows its host path "
+                     "({})", what, why.ToString());
+}
+
+std::unexpected<Error> Unhidable(std::string why) {
+  return std::unexpected(Error{"overlay", std::move(why), 0});
+}
+
+Expected<void> EnsureHider(std::optional<SourceHider>& hider, const std::string& root) {
+  if (hider) return {};
+  auto made = SourceHider::Create(root);
+  if (!made) return std::unexpected(made.error());
+  hider.emplace(std::move(*made));
+  return {};
+}
+
+Expected<std::string> StageHidden(std::optional<SourceHider>& hider, const std::string& root,
+                                  int dir_fd) {
+  if (auto ok = EnsureHider(hider, root); !ok) return std::unexpected(ok.error());
+  return hider->Stage(dir_fd);
+}
+
+Expected<std::string> StageImage(const RootPlan& plan, std::optional<SourceHider>& hider) {
+  if (auto in_the_way = MountsInTheWay(plan.image_fd, true)) return Unhidable(*in_the_way);
+  return StageHidden(hider, plan.newroot, plan.image_fd);
+}
+
+// Where the image's entries are bound from: an overlay of the whole image, so that each shows
+// as "/usr", or the image itself where that cannot be.
+std::string ImageSource(const RootPlan& plan, std::optional<SourceHider>& hider) {
+  if (!plan.hide_host_paths) return FdPath(plan.image_fd);
+  auto staged = StageImage(plan, hider);
+  if (staged) return *staged;
+  Warn(plan, Shows("image", staged.error()));
+  return FdPath(plan.image_fd);
+}
+
 // A rootfs directory: each top-level entry bound read-only, except the trees we provide.
-Expected<void> MakeDirImage(const std::string& root, int image_fd) {
+Expected<void> MakeDirImage(const RootPlan& plan) {
+  const std::string& root = plan.newroot;
+  const int image_fd = plan.image_fd;
   int fd = dup(image_fd);
   DIR* dir = fd >= 0 ? fdopendir(fd) : nullptr;
   if (!dir) return std::unexpected(Error::Sys("open image directory"));
   std::unique_ptr<DIR, int (*)(DIR*)> closer(dir, closedir);
-  const std::string image = FdPath(image_fd);
+  std::optional<SourceHider> hider;  // detached once every entry is bound
+  const std::string image = ImageSource(plan, hider);
   while (dirent* entry = readdir(dir)) {
     std::string name = entry->d_name;
     if (name == "." || name == ".." || name == "proc" || name == "dev" || name == "sys" || name == "tmp") continue;
@@ -232,7 +280,37 @@ Expected<void> MountStorage(const RootPlan& plan) {
   return Bind(storage + "/work", root + plan.workdir, false);
 }
 
+// A ro file through the overlay of its directory: the staging mount is detached at once, so
+// only the file's own name shows ("/data.csv /in/data.csv ro ... - overlay ..."), and only
+// that file is reachable.
+Expected<void> MountHiddenFile(std::optional<SourceHider>& hider, const RootPlan& plan,
+                               const VolumeBind& v, const std::string& target) {
+  if (v.parent_fd < 0) return Unhidable("its directory could not be opened");
+  std::string path = ResolvedPath(v.source_fd);
+  std::string name = path.substr(path.rfind('/') + 1);
+  struct stat opened{}, named{};
+  bool same = fstat(v.source_fd, &opened) == 0 &&
+              fstatat(v.parent_fd, name.c_str(), &named, AT_SYMLINK_NOFOLLOW) == 0 &&
+              opened.st_dev == named.st_dev && opened.st_ino == named.st_ino;
+  if (!same) return Unhidable("the file is no longer at the name it was opened by");
+  auto staged = StageHidden(hider, plan.newroot, v.parent_fd);
+  if (!staged) return std::unexpected(staged.error());
+  auto bound = Bind(*staged + "/" + name, target, true);
+  hider->Unstage();
+  return bound;
+}
+
+// A ro volume through an overlay; an error says why it is to be bound as is instead.
+Expected<void> MountHidden(std::optional<SourceHider>& hider, const RootPlan& plan,
+                           const VolumeBind& v, bool is_dir, const std::string& target) {
+  if (auto in_the_way = MountsInTheWay(v.source_fd, is_dir)) return Unhidable(*in_the_way);
+  if (!is_dir) return MountHiddenFile(hider, plan, v, target);
+  if (auto ok = EnsureHider(hider, plan.newroot); !ok) return ok;
+  return hider->MountDirectory(v.source_fd, target);
+}
+
 Expected<void> MountVolumes(const RootPlan& plan) {
+  std::optional<SourceHider> hider;  // made at the first ro volume, detached after the last
   for (const auto& v : plan.volumes) {
     std::string target = plan.newroot + v.target;
     bool is_dir = v.read_only ? IsDirectoryFd(v.source_fd) : true;
@@ -240,6 +318,11 @@ Expected<void> MountVolumes(const RootPlan& plan) {
     if (auto ok = MakeDirs(is_dir ? target : parent); !ok) return ok;
     if (!is_dir) {
       if (auto ok = MakeFile(target); !ok) return ok;
+    }
+    if (v.read_only && plan.hide_host_paths) {
+      auto hidden = MountHidden(hider, plan, v, is_dir, target);
+      if (hidden) continue;
+      Warn(plan, Shows("volume " + v.target, hidden.error()));
     }
     std::string source = v.read_only ? FdPath(v.source_fd) : FdPath(plan.storage_fd) + "/" + v.storage_dir;
     if (auto ok = Bind(source, target, v.read_only); !ok) return ok;
@@ -251,6 +334,15 @@ Expected<int> OpenPath(const std::string& path, int flags, const std::string& wh
   int fd = open(path.c_str(), O_CLOEXEC | flags);
   if (fd < 0) return std::unexpected(Error::Sys(fmt::format("open {} {}", what, path)));
   return fd;
+}
+
+// The directory a file was opened in, or -1.
+int OpenDirectoryOf(int fd) {
+  std::string path = ResolvedPath(fd);
+  size_t slash = path.rfind('/');
+  if (!path.starts_with('/') || slash == std::string::npos) return -1;
+  std::string dir = slash == 0 ? "/" : path.substr(0, slash);
+  return open(dir.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
 }
 
 }  // namespace
@@ -272,6 +364,11 @@ Expected<void> OpenSources(RootPlan& plan) {
     auto fd = OpenPath(v.source, O_PATH, "volume");
     if (!fd) return std::unexpected(fd.error());
     v.source_fd = *fd;
+    // A file is hidden through an overlay of its directory, which may not be reachable once
+    // the setup has left the runtime's ids. Without it the file is bound as is, with a warning.
+    if (plan.hide_host_paths && !IsDirectoryFd(v.source_fd)) {
+      v.parent_fd = OpenDirectoryOf(v.source_fd);
+    }
   }
   return {};
 }
@@ -282,7 +379,7 @@ Expected<void> BuildRoot(const RootPlan& plan) {
   const std::string& root = plan.newroot;
   if (auto ok = Mount("tmpfs", root, "tmpfs", MS_NOSUID | MS_NODEV, "size=1m,mode=0755"); !ok) return ok;
   if (plan.image_fd >= 0) {
-    if (auto ok = MakeDirImage(root, plan.image_fd); !ok) return ok;
+    if (auto ok = MakeDirImage(plan); !ok) return ok;
   } else {
     if (auto ok = MakeHostImage(root); !ok) return ok;
     if (auto ok = MakeEtc(root, plan.uid, plan.gid); !ok) return ok;

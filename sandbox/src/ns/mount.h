@@ -22,6 +22,7 @@ struct VolumeBind {
   std::string source;       // ro: the host file or directory
   int source_fd = -1;       //     and its descriptor, from OpenSources
   std::string storage_dir;  // rw: its copy in the storage
+  int parent_fd = -1;       // ro file, with hide_host_paths: its directory, from OpenSources
 };
 
 struct RootPlan {
@@ -37,6 +38,12 @@ struct RootPlan {
   // Mount options of the sandbox's /proc. In a microVM "hidepid=invisible" hides the agent
   // from a workload that runs as another uid.
   std::string proc_options;
+  // Read-only host sources (ro volumes, an image directory's entries) are mounted through an
+  // overlay that keeps their host paths out of /proc/self/mountinfo (hidden_source.h). Where
+  // the kernel refuses that, they are bound as they are and BuildRoot says so in *warnings.
+  // The ns backend sets it; a microVM's sources are 9p shares that show nothing of the host.
+  bool hide_host_paths = false;
+  std::vector<std::string>* warnings = nullptr;
 };
 
 // Opens the image, the storage and the ro volume sources, in this mount namespace.

@@ -74,6 +74,7 @@ ContainPlan MakePlan(const RunSpec& spec, const Sandbox& box, int child_channel)
   plan.root.workdir = spec.workdir;
   plan.root.uid = box.identity.uid;
   plan.root.gid = box.identity.gid;
+  plan.root.hide_host_paths = true;
   if (box.storage) plan.root.storage = box.storage->mountpoint();
   else plan.tmpfs_storage_mountpoint = box.dir->path() + "/storage";
   for (const auto& v : box.volumes) {
@@ -140,6 +141,13 @@ Expected<void> AwaitReady(const RunSpec& spec, Sandbox& box, RunResult& result) 
     box.storage.emplace(Storage::Adopt(std::move(message->second)));
     if (auto ok = FillStorage(spec, box.volumes, *box.storage, box.identity.host_uid, box.identity.host_gid, result); !ok) return ok;
     if (auto ok = channel::WriteMessage(box.channel.get(), channel::Message{{{"type", "go"}}, ""}); !ok) return ok;
+    message = AwaitSetup(box);
+    if (!message) return std::unexpected(message.error());
+  }
+  if (message->first.Type() == "warnings") {
+    for (const auto& text : message->first.header.value("warnings", nlohmann::json::array())) {
+      if (text.is_string()) result.Warn(text.get<std::string>());
+    }
     message = AwaitSetup(box);
     if (!message) return std::unexpected(message.error());
   }

@@ -17,6 +17,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/ptrace.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
@@ -25,6 +26,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <ctime>
@@ -175,6 +177,112 @@ long Int80Getpid() {
   return result;
 }
 
+// Reads the LDT, which has nothing in it: changes nothing even where it succeeds.
+long ModifyLdt() {
+  char ldt[16] = {};
+  return syscall(SYS_modify_ldt, 0, ldt, sizeof ldt);
+}
+
+long Sysctl() { return syscall(SYS__sysctl, nullptr); }  // gone since Linux 5.5: ENOSYS
+long Sysfs() { return syscall(SYS_sysfs, 3); }           // the number of filesystem types
+
+long Ustat() {
+  char buf[64] = {};
+  return syscall(SYS_ustat, 0, buf);  // no device 0: EINVAL
+}
+
+// The kernel checks the capability first, then refuses a name longer than 64 bytes.
+long Sethostname() { return syscall(SYS_sethostname, "x", 65); }
+long Setdomainname() { return syscall(SYS_setdomainname, "x", 65); }
+
+// In a child with no controlling terminal, so that even a successful hangup hangs up nothing.
+long Vhangup() {
+  pid_t child = fork();
+  if (child < 0) return -1;
+  if (child == 0) {
+    setsid();
+    _exit(syscall(SYS_vhangup) == 0 ? 0 : errno);
+  }
+  int status = 0;
+  waitpid(child, &status, 0);
+  errno = WIFEXITED(status) ? WEXITSTATUS(status) : EINTR;
+  return errno == 0 ? 0 : -1;
+}
+
+long Kcmp() { return syscall(SYS_kcmp, getpid(), getpid(), 1 /* KCMP_VM */, 0, 0); }
+
+long FanotifyInit() {
+  // The flags an unprivileged caller may use since Linux 5.13.
+  unsigned flags = 0x200 /* FAN_REPORT_FID */ | 0x1 /* FAN_CLOEXEC */;
+  long fd = syscall(SYS_fanotify_init, flags, O_RDONLY);
+  if (fd >= 0) close(static_cast<int>(fd));
+  return fd;
+}
+
+// The memory-policy calls with MPOL_DEFAULT (0) and empty node masks: no policy changes.
+long Mbind() {
+  void* page = mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (page == MAP_FAILED) return -1;
+  long result = syscall(SYS_mbind, page, 4096, 0, nullptr, 0, 0);
+  int saved = errno;
+  munmap(page, 4096);
+  errno = saved;
+  return result;
+}
+
+long SetMempolicy() { return syscall(SYS_set_mempolicy, 0, nullptr, 0); }
+long GetMempolicy() { return syscall(SYS_get_mempolicy, nullptr, nullptr, 0, nullptr, 0); }
+
+long SetMempolicyHomeNode() {
+  void* page = mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (page == MAP_FAILED) return -1;
+  long result = syscall(SYS_set_mempolicy_home_node, page, 4096, 0, 0);
+  int saved = errno;
+  munmap(page, 4096);
+  errno = saved;
+  return result;
+}
+
+long MigratePages() {
+  unsigned long none = 0;
+  return syscall(SYS_migrate_pages, getpid(), 8 * sizeof none, &none, &none);
+}
+
+long MovePages() { return syscall(SYS_move_pages, 0, 0, nullptr, nullptr, nullptr, 0); }
+
+// Linux 6.8 and 6.17, newer than the kernel headers here: the numbers every architecture but
+// alpha shares. Sizes of zero, so that nothing is read or changed.
+long LsmGetSelfAttr() {
+  uint32_t size = 0;
+  return syscall(459, 100 /* LSM_ATTR_CURRENT */, nullptr, &size, 0);
+}
+long LsmSetSelfAttr() { return syscall(460, 100, nullptr, 0, 0); }
+
+long LsmListModules() {
+  uint32_t size = 0;
+  return syscall(461, nullptr, &size, 0);
+}
+
+long FileGetattr() {
+  char attr[64] = {};
+  return syscall(468, AT_FDCWD, "/", attr, 24 /* FILE_ATTR_SIZE_VER0 */, 0);
+}
+long FileSetattr() { return syscall(469, AT_FDCWD, kMissing, nullptr, 0, 0); }
+
+// A persona is set and the old one put back at once.
+long SetPersona(unsigned long persona) {
+  long old = syscall(SYS_personality, 0xffffffffUL);
+  long result = syscall(SYS_personality, persona);
+  int saved = errno;
+  if (result >= 0) syscall(SYS_personality, static_cast<unsigned long>(old >= 0 ? old : 0));
+  errno = saved;
+  return result;
+}
+
+long PersonalityReadImpliesExec() { return SetPersona(0x0400000 /* READ_IMPLIES_EXEC */); }
+long PersonalityAddrNoRandomize() { return SetPersona(0x0040000 /* ADDR_NO_RANDOMIZE */); }
+long PersonalityLinux32() { return SetPersona(0x0008 /* PER_LINUX32 */); }
+
 long Setuid0() { return syscall(SYS_setuid, 0); }
 long Getpid() { return syscall(SYS_getpid); }
 
@@ -229,6 +337,29 @@ constexpr Case kCases[] = {
     {"x32_getpid", X32Getpid},
     {"int80_getpid", Int80Getpid},
     {"setuid0", Setuid0},
+    {"modify_ldt", ModifyLdt},
+    {"sysctl", Sysctl},
+    {"sysfs", Sysfs},
+    {"ustat", Ustat},
+    {"sethostname", Sethostname},
+    {"setdomainname", Setdomainname},
+    {"vhangup", Vhangup},
+    {"kcmp", Kcmp},
+    {"fanotify_init", FanotifyInit},
+    {"mbind", Mbind},
+    {"set_mempolicy", SetMempolicy},
+    {"get_mempolicy", GetMempolicy},
+    {"set_mempolicy_home_node", SetMempolicyHomeNode},
+    {"migrate_pages", MigratePages},
+    {"move_pages", MovePages},
+    {"lsm_get_self_attr", LsmGetSelfAttr},
+    {"lsm_set_self_attr", LsmSetSelfAttr},
+    {"lsm_list_modules", LsmListModules},
+    {"file_getattr", FileGetattr},
+    {"file_setattr", FileSetattr},
+    {"personality_read_implies_exec", PersonalityReadImpliesExec},
+    {"personality_addr_no_randomize", PersonalityAddrNoRandomize},
+    {"personality_linux32", PersonalityLinux32},
 };
 
 const Case* Find(std::string_view name) {

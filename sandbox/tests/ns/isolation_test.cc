@@ -163,6 +163,20 @@ TEST(Filesystem, a_rootfs_directory_image_is_used_instead_of_the_host) {
   EXPECT_EQ(python.exit_code, 127) << "the host's /usr leaked into a rootfs image";
 }
 
+TEST(Filesystem, mountinfo_shows_no_part_of_a_rootfs_directory_images_host_path) {
+  TempDir parent;
+  std::string token = RandomToken();
+  std::string rootfs = parent.path() + "/image-" + token;
+  std::filesystem::create_directories(rootfs + "/bin");
+  std::filesystem::copy_file(HelperPath("file_cat"), rootfs + "/bin/cat");
+  auto run = RunJson({"--image", rootfs}, {"/bin/cat", "/proc/self/mountinfo"});
+  ASSERT_EQ(run.result["status"], "exited") << run.out << run.err;
+  std::string out = run.result["stdout"];
+  EXPECT_EQ(out.find(token), std::string::npos) << out;
+  EXPECT_EQ(out.find(parent.path()), std::string::npos) << out;
+  EXPECT_NE(out.find(" /bin /bin ro,"), std::string::npos) << out;
+}
+
 TEST(Identity, the_workload_is_not_root_and_holds_no_capabilities) {
   auto run = RunJson({}, {"/bin/sh", "-c", "id -u; grep -E '^(CapEff|CapPrm|CapBnd|NoNewPrivs)' /proc/self/status"});
   std::string out = run.result["stdout"];

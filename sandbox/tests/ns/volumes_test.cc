@@ -1,10 +1,13 @@
 // Volumes: ro stays read-only, rw round-trips, and nothing but plain files and directories
 // crosses back to the host.
 #include <gtest/gtest.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstring>
 #include <filesystem>
+#include <fstream>
 
 #include "smolbox_runner.h"
 
@@ -32,6 +35,85 @@ TEST(Volumes, a_ro_volume_is_readable) {
   dir.Write("data.csv", "a,b\n1,2\n");
   auto run = RunJson({"-v", dir.path() + ":/in:ro"}, {"/bin/cat", "/in/data.csv"});
   EXPECT_EQ(run.result["stdout"], "a,b\n1,2\n") << run.out << run.err;
+}
+
+// A host directory whose name says something, below a path that says something too.
+struct NamedSource {
+  TempDir dir;
+  std::string token = RandomToken();
+  std::string path = dir.path() + "/project-" + token;
+
+  NamedSource() {
+    std::filesystem::create_directory(path);
+    std::ofstream(path + "/data.csv") << "a,b\n";
+  }
+};
+
+std::string Mountinfo(const Invocation& run) { return run.result.value("stdout", ""); }
+
+bool ShowsHostPath(const std::string& mountinfo, const NamedSource& source) {
+  return mountinfo.find(source.token) != std::string::npos ||
+         mountinfo.find(source.dir.path()) != std::string::npos;
+}
+
+TEST(Volumes, mountinfo_shows_no_part_of_a_ro_volumes_host_path) {
+  NamedSource source;
+  auto run = RunJson({"-v", source.path + ":/in:ro"},
+                     {"/bin/cat", "/proc/self/mountinfo", "/in/data.csv"});
+  ASSERT_EQ(run.result["status"], "exited") << run.out << run.err;
+  std::string out = Mountinfo(run);
+  EXPECT_FALSE(ShowsHostPath(out, source)) << out;
+  EXPECT_NE(out.find(" / /in ro,"), std::string::npos) << out;
+  EXPECT_NE(out.find("a,b\n"), std::string::npos) << out;
+  EXPECT_EQ(run.result["warnings"], nlohmann::json::array()) << run.out;
+}
+
+TEST(Volumes, mountinfo_shows_only_the_file_name_of_a_ro_file_volume) {
+  NamedSource source;
+  auto run = RunJson({"-v", source.path + "/data.csv:/in/input.csv:ro"},
+                     {"/bin/cat", "/proc/self/mountinfo", "/in/input.csv"});
+  ASSERT_EQ(run.result["status"], "exited") << run.out << run.err;
+  std::string out = Mountinfo(run);
+  EXPECT_FALSE(ShowsHostPath(out, source)) << out;
+  EXPECT_NE(out.find(" /data.csv /in/input.csv ro,"), std::string::npos) << out;
+  EXPECT_NE(out.find("a,b\n"), std::string::npos) << out;
+}
+
+TEST(Volumes, mountinfo_shows_no_part_of_a_rw_volumes_host_path) {
+  NamedSource source;
+  auto run = RunJson({"-v", source.path + ":/out:rw"}, {"/bin/cat", "/proc/self/mountinfo"});
+  ASSERT_EQ(run.result["status"], "exited") << run.out << run.err;
+  EXPECT_FALSE(ShowsHostPath(Mountinfo(run), source)) << Mountinfo(run);
+}
+
+TEST(Volumes, mountinfo_hides_a_ro_volume_from_an_unprivileged_runtime_too) {
+  NamedSource source;
+  chmod(source.path.c_str(), 0755);
+  auto run = RunSmolbox({"run", "--json", "--backend", "ns", "-v", source.path + ":/in:ro", "--",
+                         "/bin/cat", "/proc/self/mountinfo", "/in/data.csv"},
+                        {}, 65534);
+  ASSERT_EQ(run.result["status"], "exited") << run.out << run.err;
+  std::string out = Mountinfo(run);
+  EXPECT_FALSE(ShowsHostPath(out, source)) << out;
+  EXPECT_NE(out.find("a,b\n"), std::string::npos) << out;
+}
+
+// Overlayfs sees only the source's own filesystem, so a volume with a mount inside is bound
+// as it is, which shows its path; the result says so.
+TEST(Volumes, a_ro_volume_with_a_mount_inside_is_bound_as_is_with_a_warning) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to mount inside the volume";
+  NamedSource source;
+  std::string inner = source.path + "/inner";
+  std::filesystem::create_directory(inner);
+  ASSERT_EQ(mount("tmpfs", inner.c_str(), "tmpfs", 0, "size=64k"), 0) << strerror(errno);
+  std::ofstream(inner + "/mounted.txt") << "mounted\n";
+  auto run = RunJson({"-v", source.path + ":/in:ro"}, {"/bin/cat", "/in/inner/mounted.txt"});
+  umount2(inner.c_str(), MNT_DETACH);
+  ASSERT_EQ(run.result["status"], "exited") << run.out << run.err;
+  EXPECT_EQ(run.result["stdout"], "mounted\n");
+  std::string warnings = run.result["warnings"].dump();
+  std::string shown = "volume /in: bound as is, so /proc/self/mountinfo in the sandbox shows";
+  EXPECT_NE(warnings.find(shown), std::string::npos) << warnings;
 }
 
 TEST(Volumes, a_rw_volume_round_trips_new_changed_and_deleted_files) {
