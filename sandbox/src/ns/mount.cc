@@ -216,6 +216,17 @@ Expected<void> MakeDirImage(const RootPlan& plan) {
   return {};
 }
 
+// Terminals of the sandbox's own, as docker and bwrap give: a new devpts instance, never the
+// host's, so openpty(), pty.spawn and pexpect work and no pty of the host is reachable. No gid=
+// option: a rootless sandbox maps no tty group.
+Expected<void> MakePts(const std::string& dev) {
+  std::string pts = dev + "/pts";
+  if (mkdir(pts.c_str(), 0755) != 0) return std::unexpected(Error::Sys("mkdir " + pts));
+  if (auto ok = Mount("devpts", pts, "devpts", MS_NOSUID | MS_NOEXEC, "newinstance,ptmxmode=0666,mode=0620"); !ok) return ok;
+  if (symlink("pts/ptmx", (dev + "/ptmx").c_str()) != 0) return std::unexpected(Error::Sys("symlink /dev/ptmx"));
+  return {};
+}
+
 Expected<void> MakeDev(const std::string& root) {
   std::string dev = root + "/dev";
   if (mkdir(dev.c_str(), 0755) != 0) return std::unexpected(Error::Sys("mkdir " + dev));
@@ -231,7 +242,7 @@ Expected<void> MakeDev(const std::string& root) {
     if (symlink(to, (dev + "/" + name).c_str()) != 0) return std::unexpected(Error::Sys("symlink /dev/" + std::string(name)));
   }
   if (mkdir((dev + "/shm").c_str(), 01777) != 0) return std::unexpected(Error::Sys("mkdir /dev/shm"));
-  return {};
+  return MakePts(dev);
 }
 
 Expected<void> MaskProc(const std::string& root) {

@@ -150,7 +150,16 @@ TEST(Filesystem, sys_is_absent_and_the_image_is_read_only) {
 
 TEST(Filesystem, dev_holds_only_the_harmless_devices) {
   auto run = RunJson({}, {"/bin/sh", "-c", "ls /dev | tr '\\n' ' '; echo x > /dev/null && echo null-ok"});
-  EXPECT_EQ(run.result["stdout"], "fd full null random shm stderr stdin stdout urandom zero null-ok\n") << run.out << run.err;
+  EXPECT_EQ(run.result["stdout"], "fd full null ptmx pts random shm stderr stdin stdout urandom zero null-ok\n") << run.out << run.err;
+}
+
+TEST(Filesystem, a_pty_opens_on_a_devpts_of_the_sandboxs_own) {
+  auto run = RunJson({}, {kPython, "-c",
+      "import os\nm, s = os.openpty()\nos.write(s, b'hi\\n')\nprint(os.read(m, 16), os.ttyname(s))\n"
+      "print(sorted(os.listdir('/dev/pts')))"});
+  ASSERT_EQ(run.result["status"], "exited") << run.out << run.err;
+  // A fresh instance: the first pty is 0, and no pty of the host is listed beside it.
+  EXPECT_EQ(run.result["stdout"], "b'hi\\r\\n' /dev/pts/0\n['0', 'ptmx']\n") << run.out << run.err;
 }
 
 TEST(Filesystem, a_rootfs_directory_image_is_used_instead_of_the_host) {

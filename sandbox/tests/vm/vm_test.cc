@@ -148,6 +148,12 @@ TEST(VmIsolation, user_root_sees_only_its_own_processes_not_the_guests_init_or_k
   EXPECT_LE(std::stoi(out.substr(out.find('\n') + 1)), 5) << out;
 }
 
+TEST(VmHello, a_pty_opens_on_a_devpts_of_the_sandboxs_own) {
+  auto run = RunVm({}, {kPython, "-c", "import os\nm, s = os.openpty()\nos.write(s, b'hi\\n')\nprint(os.read(m, 16), os.ttyname(s))"});
+  ASSERT_EQ(run.result["status"], "exited") << run.out << run.err;
+  EXPECT_EQ(run.result["stdout"], "b'hi\\r\\n' /dev/pts/0\n") << run.out << run.err;
+}
+
 TEST(VmLimits, a_python_while_true_ends_as_timeout_within_a_few_seconds) {
   auto run = RunVm({"--timeout", "1s"}, {kPython, "-c", "while True: pass"});
   EXPECT_EQ(run.result["status"], "timeout") << run.out << run.err;
