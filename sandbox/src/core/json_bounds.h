@@ -12,10 +12,15 @@
 //   // "guest message: 5000000 bytes is over the 1 MiB limit"
 #pragma once
 
+#include <fmt/format.h>
+
+#include <concepts>
 #include <cstddef>
+#include <cstdint>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "smolbox/error.h"
 
@@ -53,6 +58,27 @@ Expected<nlohmann::json> ParseBoundedJson(
 // which would let a peer end its reader with {"type": 1}.
 std::string StringOr(const nlohmann::json& object, const char* key, std::string_view fallback);
 int IntOr(const nlohmann::json& object, const char* key, int fallback);
+
+// object.at(key).get<T>() for a peer's integer, without the cast that get() makes of a float:
+// undefined behaviour out of T's range, and nlohmann reads 1e43, or an integer literal beyond
+// 64 bits, as a float. A float or a value out of T's range throws type_error or out_of_range,
+// as at() and get() do, for the decoder's catch: this is the JSON edge.
+//
+//   r.cpu_ms = IntegerAt<int64_t>(h, "cpu_ms");
+template <std::integral T>
+T IntegerAt(const nlohmann::json& object, const char* key) {
+  const nlohmann::json& value = object.at(key);
+  if (!value.is_number_integer()) {
+    throw nlohmann::json::type_error::create(302, fmt::format("{} must be an integer", key), &value);
+  }
+  bool fits = value.is_number_unsigned() ? std::in_range<T>(value.get<uint64_t>())
+                                         : std::in_range<T>(value.get<int64_t>());
+  if (!fits) {
+    throw nlohmann::json::out_of_range::create(406, fmt::format("{} is out of range", key), &value);
+  }
+  return value.is_number_unsigned() ? static_cast<T>(value.get<uint64_t>())
+                                    : static_cast<T>(value.get<int64_t>());
+}
 
 // "64 MiB", "4 KiB", "100 bytes": a limit as the errors name it.
 std::string FormatLimitBytes(size_t bytes);

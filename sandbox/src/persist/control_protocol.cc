@@ -40,7 +40,7 @@ Expected<ExecOrder> DecodeExecOrder(const channel::Message& message) {
     field = "workdir";
     if (h.contains("workdir")) order.workdir = h.at("workdir").get<std::string>();
     field = "timeout_ms";
-    if (h.contains("timeout_ms")) order.timeout_ms = h.at("timeout_ms").get<int64_t>();
+    if (h.contains("timeout_ms")) order.timeout_ms = IntegerAt<int64_t>(h, "timeout_ms");
     order.stdin_data = message.tail;
     return order;
   } catch (const nlohmann::json::exception& e) {

@@ -111,8 +111,8 @@ std::optional<KeeperInfo> ReadInfo(int dir_fd) {
   const nlohmann::json& j = *parsed;
   try {
     return KeeperInfo{j.at("backend").get<std::string>(), j.at("isolation").get<std::string>(),
-                      j.at("created").get<std::string>(), j.at("keeper_pid").get<pid_t>(),
-                      j.at("keeper_start_time").get<unsigned long long>()};
+                      j.at("created").get<std::string>(), IntegerAt<pid_t>(j, "keeper_pid"),
+                      IntegerAt<unsigned long long>(j, "keeper_start_time")};
   } catch (const nlohmann::json::exception&) {
     return std::nullopt;
   }

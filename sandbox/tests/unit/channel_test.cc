@@ -8,11 +8,14 @@
 #include <string>
 
 #include "exec_protocol.h"
+#include "guest_protocol.h"
 #include "json_bounds.h"
 #include "unique_fd.h"
 
 namespace smolbox::channel {
 namespace {
+
+using nlohmann::json;
 
 template <typename T>
 std::string ErrorOf(const Expected<T>& result) {
@@ -110,6 +113,34 @@ TEST(DecodeExit, names_a_mistyped_field_of_a_hostile_report) {
   auto message = Decode(RawFrame(R"({"type": "exit", "status": 5})"));
   ASSERT_TRUE(message && *message);
   EXPECT_FALSE(DecodeExit(**message));
+}
+
+TEST(DecodeExit, refuses_a_float_where_an_integer_belongs_naming_the_field) {
+  Message report = EncodeExit(ExecReport{});
+  report.header["cpu_ms"] = 1e43;
+  auto decoded = DecodeExit(report);
+  ASSERT_FALSE(decoded);
+  EXPECT_NE(decoded.error().what.find("cpu_ms must be an integer"), std::string::npos)
+      << decoded.error().ToString();
+}
+
+TEST(DecodeGuestRestore, refuses_a_time_beyond_64_bits_naming_the_field) {
+  GuestRestore sent;
+  sent.seed = std::string(kRestoreSeedBytes, 's');
+  Message restore = EncodeGuestRestore(sent);
+  restore.header["realtime_nsec"] = json::parse("123456444444444444444444444444444444444789");
+  auto decoded = DecodeGuestRestore(restore);
+  ASSERT_FALSE(decoded);
+  EXPECT_NE(decoded.error().what.find("realtime_nsec must be an integer"), std::string::npos)
+      << decoded.error().ToString();
+}
+
+TEST(DecodeExec, refuses_a_uid_out_of_range_rather_than_wrapping_it) {
+  ExecRequest request;
+  request.argv = {"/bin/true"};
+  Message exec = EncodeExec(request);
+  exec.header["uid"] = -1;
+  EXPECT_FALSE(DecodeExec(exec));
 }
 
 }  // namespace

@@ -120,6 +120,29 @@ TEST(IntOr, gives_the_fallback_for_a_mistyped_or_out_of_range_field) {
   EXPECT_EQ(IntOr(json("x"), "fd", 7), 7);
 }
 
+TEST(IntegerAt, reads_an_integer_in_range_of_its_type) {
+  json object = {{"uid", 1000}, {"big", 18446744073709551615ULL}, {"low", -1}};
+  EXPECT_EQ(IntegerAt<uint32_t>(object, "uid"), 1000u);
+  EXPECT_EQ(IntegerAt<uint64_t>(object, "big"), 18446744073709551615ULL);
+  EXPECT_EQ(IntegerAt<int64_t>(object, "low"), -1);
+}
+
+TEST(IntegerAt, throws_for_a_float_rather_than_casting_it) {
+  // nlohmann reads an integer literal beyond 64 bits as a float: get<int64_t>() of it is
+  // undefined behaviour (the exec fuzz target found it in an exit report's cpu_ms).
+  auto object = json::parse(R"({"cpu_ms": 9999999999999999999999999999999999999999990, "f": 1.5})");
+  EXPECT_THROW(IntegerAt<int64_t>(object, "cpu_ms"), json::type_error);
+  EXPECT_THROW(IntegerAt<int>(object, "f"), json::type_error);
+  EXPECT_THROW(IntegerAt<int>(object, "absent"), json::out_of_range);
+}
+
+TEST(IntegerAt, throws_for_a_value_out_of_its_types_range) {
+  json object = {{"uid", -1}, {"exit_code", 1LL << 40}, {"big", 18446744073709551615ULL}};
+  EXPECT_THROW(IntegerAt<uint32_t>(object, "uid"), json::out_of_range);
+  EXPECT_THROW(IntegerAt<int>(object, "exit_code"), json::out_of_range);
+  EXPECT_THROW(IntegerAt<int64_t>(object, "big"), json::out_of_range);
+}
+
 TEST(FormatLimitBytes, names_whole_mebibytes_and_kibibytes) {
   EXPECT_EQ(FormatLimitBytes(64 << 20), "64 MiB");
   EXPECT_EQ(FormatLimitBytes(64 << 10), "64 KiB");
