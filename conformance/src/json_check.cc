@@ -17,25 +17,26 @@ std::unexpected<Error> Fail(std::string field, std::string reason) {
 
 }  // namespace
 
-Expected<json> ParseJsonText(const std::string& text) {
-  // JSON parsing is one of the edges where exceptions are allowed; they stop here.
-  try {
-    return json::parse(text);
-  } catch (const json::parse_error& e) {
-    return Fail("", fmt::format("malformed JSON at byte {}", e.byte));
-  }
+Expected<json> ParseJsonText(const std::string& text, const smolbox::JsonBounds& bounds) {
+  return smolbox::ParseBoundedJson(text, bounds, "");
 }
 
-Expected<std::string> ReadTextFile(const std::string& path) {
+Expected<std::string> ReadTextFile(const std::string& path, size_t max_bytes) {
   std::FILE* file = std::fopen(path.c_str(), "rbe");
   if (file == nullptr) return std::unexpected(Error{"", "cannot open " + path, errno});
   std::string text;
   char buffer[1 << 16];
   size_t n = 0;
-  while ((n = std::fread(buffer, 1, sizeof buffer, file)) > 0) text.append(buffer, n);
+  // One buffer past the limit tells a file over it from one at it; /dev/zero ends there too.
+  while (text.size() <= max_bytes && (n = std::fread(buffer, 1, sizeof buffer, file)) > 0) {
+    text.append(buffer, n);
+  }
   int err = std::ferror(file) ? errno : 0;
   std::fclose(file);
   if (err != 0) return std::unexpected(Error{"", "cannot read " + path, err});
+  if (text.size() > max_bytes) {
+    return Fail("", fmt::format("{} is over the {} limit", path, smolbox::FormatLimitBytes(max_bytes)));
+  }
   return text;
 }
 

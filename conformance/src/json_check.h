@@ -14,6 +14,7 @@
 #include <string_view>
 #include <vector>
 
+#include "json_bounds.h"
 #include "smolbox/error.h"
 
 namespace smolvm_check {
@@ -21,10 +22,12 @@ namespace smolvm_check {
 using smolbox::Error;
 using smolbox::Expected;
 
-// Parses without throwing; a syntax error reads "malformed JSON at byte N".
-Expected<nlohmann::json> ParseJsonText(const std::string& text);
-// The whole file; an unreadable file is an error carrying errno.
-Expected<std::string> ReadTextFile(const std::string& path);
+// Parses without throwing, within bounds (smolbox's json_bounds.h); a syntax error reads
+// "malformed JSON at byte N: reason".
+Expected<nlohmann::json> ParseJsonText(const std::string& text, const smolbox::JsonBounds& bounds);
+// The whole file, refused when it is over max_bytes; an unreadable file is an error carrying
+// errno.
+Expected<std::string> ReadTextFile(const std::string& path, size_t max_bytes);
 
 // "path.key", or "key" at the top level.
 std::string FieldPath(std::string_view path, std::string_view key);

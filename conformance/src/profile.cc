@@ -26,6 +26,8 @@ const std::vector<std::string> kMultiWord = {"argv...", "mounts...", "env...", "
 const std::vector<std::string> kSmolboxBackends = {"ns", "auto", "vm", "vm-tcg", "vm-fresh", "vm-tcg-fresh"};
 constexpr int64_t kTcgBootAllowanceMs = 6000;
 constexpr int64_t kMaxStartupAllowanceMs = 60000;
+// A profile is a page of command templates; today's largest is 2 KB.
+constexpr size_t kMaxProfileBytes = 1 << 20;
 
 bool Contains(const std::vector<std::string>& list, const std::string& item) {
   return std::find(list.begin(), list.end(), item) != list.end();
@@ -390,7 +392,7 @@ Expected<Profile> ParseProfileWith(
     const std::string& json_text, const std::string& origin,
     const std::map<std::string, std::string>& overrides,
     const std::function<Expected<void>(const Profile&)>& between_steps = nullptr) {
-  auto doc = ParseJsonText(json_text);
+  auto doc = ParseJsonText(json_text, {.max_bytes = kMaxProfileBytes});
   if (!doc) return std::unexpected(Within("profile " + origin, doc.error()));
   Profile profile;
   const std::string label = "profile " + ProfileLabel(*doc, origin);
@@ -443,7 +445,7 @@ Expected<void> CheckBinary(const Profile& p, const std::string& sandbox) {
 Expected<Profile> LoadProfileFile(const std::string& path, const std::string& sandbox,
                                   const std::map<std::string, std::string>& overrides) {
   const std::string where = fmt::format("sandbox {}", sandbox);
-  auto text = ReadTextFile(path);
+  auto text = ReadTextFile(path, kMaxProfileBytes);
   if (!text && text.error().errnum == ENOENT) {
     return std::unexpected(
         Error::Field(where, fmt::format("no such profile ({} does not exist)", path)));

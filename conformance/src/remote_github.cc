@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "interrupt.h"
+#include "json_bounds.h"
 #include "subprocess.h"
 
 namespace smolvm_check {
@@ -29,6 +30,8 @@ using nlohmann::json;
 
 // Consecutive failing `gh` polls tolerated before giving up: one API hiccup must not lose a run.
 constexpr int kMaxPollErrors = 3;
+// gh's answers to our polls are 20 runs of six fields, or one run's two: a few KB.
+constexpr size_t kMaxPollJsonBytes = 1 << 20;
 
 // Sleeps in short slices so that a signal that lands just before a slice still ends the wait
 // promptly.
@@ -273,11 +276,12 @@ Expected<std::vector<json>> RemoteRun::PollJson(std::vector<std::string> args, i
   auto text = Gh(std::move(args));
   // Ctrl-C reaches gh too (same process group): its failure then is no API hiccup.
   if (Interrupted()) return std::unexpected(InterruptedError());
-  json value = text ? json::parse(*text, nullptr, false) : json();
-  if (text && !value.is_discarded() && (value.is_array() || value.is_object())) {
+  Expected<json> value = text ? smolbox::ParseBoundedJson(*text, {.max_bytes = kMaxPollJsonBytes}, "gh")
+                              : std::unexpected(text.error());
+  if (value && (value->is_array() || value->is_object())) {
     errors = 0;
-    if (value.is_object()) return std::vector<json>{value};
-    return std::vector<json>(value.begin(), value.end());
+    if (value->is_object()) return std::vector<json>{*value};
+    return std::vector<json>(value->begin(), value->end());
   }
   Error e =
       text ? Error{"gh", fmt::format("printed no JSON: {:?}", FirstLine(*text)), 0} : text.error();

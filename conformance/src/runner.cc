@@ -16,6 +16,7 @@
 #include "canaries.h"
 #include "case_dir.h"
 #include "host_files.h"
+#include "json_bounds.h"
 #include "launcher.h"
 
 namespace smolvm_check {
@@ -27,6 +28,8 @@ namespace fs = std::filesystem;
 constexpr int64_t kNetSlackMs = 4000;
 // Daemons get this long after the run to show themselves to the leftovers oracle.
 constexpr int64_t kSettleMs = 300;
+// The most of a stream kept from a sandbox; so also the most of its stdout read as its result.
+constexpr int64_t kMaxCaptureBytes = 64 << 20;
 
 std::string RandomMarker() {
   std::random_device rd;
@@ -126,17 +129,19 @@ void ReadResult(const Profile& profile, const Observation& o, Evidence& e) {
     e.stderr_data = o.stderr_data;
     return;
   }
-  auto result = nlohmann::json::parse(o.stdout_data, nullptr, false);
-  if (result.is_discarded() || !result.is_object()) {
+  // What a sandbox prints is hostile input: a compromised one may print anything.
+  auto parsed = smolbox::ParseBoundedJson(o.stdout_data, {.max_bytes = kMaxCaptureBytes}, "sandbox result");
+  if (!parsed || !parsed->is_object()) {
     e.status = "internal_error";
     e.stdout_data = o.stdout_data;
     e.stderr_data = o.stderr_data;
     return;
   }
-  e.status = result.value("status", "internal_error");
-  e.stdout_data = result.value("stdout", "");
-  e.stderr_data = result.value("stderr", "") + o.stderr_data;
-  if (e.status == "setup_error") e.setup_error = "the sandbox could not start: " + result.value("error", "");
+  const nlohmann::json& result = *parsed;
+  e.status = smolbox::StringOr(result, "status", "internal_error");
+  e.stdout_data = smolbox::StringOr(result, "stdout", "");
+  e.stderr_data = smolbox::StringOr(result, "stderr", "") + o.stderr_data;
+  if (e.status == "setup_error") e.setup_error = "the sandbox could not start: " + smolbox::StringOr(result, "error", "");
 }
 
 // What changed outside the declared outputs: the canaries and every ro input.
@@ -195,7 +200,7 @@ Launch MakeLaunch(const Case& c, const Profile& profile, std::vector<std::string
   launch.stdin_data = c.stdin_data.value_or("");
   launch.cwd = dir.Workdir();
   launch.kill_after_ms = NetBoundMs(WithStartupAllowance(c, profile));
-  int64_t cap = std::min<int64_t>(c.Limit("output_bytes") * 4 + (1 << 20), 64 << 20);
+  int64_t cap = std::min<int64_t>(c.Limit("output_bytes") * 4 + (1 << 20), kMaxCaptureBytes);
   launch.capture_bytes = static_cast<size_t>(cap);
   return launch;
 }

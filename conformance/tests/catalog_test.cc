@@ -165,7 +165,28 @@ TEST(LoadCatalog, names_the_byte_of_malformed_json) {
   std::string path = dir.Write(R"({"version": 1, "cases": [}")");
   auto catalog = LoadCatalog(path);
   ASSERT_FALSE(catalog);
-  EXPECT_EQ(catalog.error().ToString(), "catalog " + path + ": malformed JSON at byte 26");
+  EXPECT_TRUE(catalog.error().ToString().starts_with("catalog " + path +
+                                                     ": malformed JSON at byte 26: syntax error"))
+      << catalog.error().ToString();
+}
+
+TEST(LoadCatalog, refuses_a_catalog_nested_deeper_than_32_levels_naming_the_file) {
+  CatalogDir dir;
+  std::string path = dir.Write(R"({"version": 1, "cases": )" + std::string(100000, '[') +
+                               std::string(100000, ']') + "}");
+  auto catalog = LoadCatalog(path);
+  ASSERT_FALSE(catalog);
+  EXPECT_EQ(catalog.error().ToString(), "catalog " + path + ": nesting deeper than 32 levels");
+}
+
+TEST(LoadCatalog, refuses_a_file_over_4_MiB_naming_the_limit) {
+  CatalogDir dir;
+  std::string path = dir.Write(R"({"version": 1, "cases": [], "pad": ")" +
+                               std::string(4 << 20, ' ') + "\"}");
+  auto catalog = LoadCatalog(path);
+  ASSERT_FALSE(catalog);
+  EXPECT_EQ(catalog.error().ToString(),
+            "catalog " + path + ": " + path + " is over the 4 MiB limit");
 }
 
 TEST(LoadCatalog, names_a_file_it_cannot_open) {

@@ -28,6 +28,8 @@ using nlohmann::json;
 using Words = std::vector<std::string>;
 
 const std::string kProfiles = std::string(SMOLVM_CHECK_SOURCE_DIR) + "/conformance/profiles";
+// As profile.cc's bound on a profile file.
+constexpr size_t kMaxTestProfileBytes = 1 << 20;
 
 class TempDir {
  public:
@@ -126,7 +128,7 @@ TEST(LoadProfile, parses_every_shipped_profile) {
   size_t count = 0;
   for (const auto& entry : std::filesystem::directory_iterator(kProfiles)) {
     if (entry.path().extension() != ".json") continue;
-    auto text = ReadTextFile(entry.path());
+    auto text = ReadTextFile(entry.path(), kMaxTestProfileBytes);
     ASSERT_TRUE(text) << entry.path();
     auto profile = ParseProfile(*text, entry.path());
     EXPECT_TRUE(profile) << profile.error().ToString();
@@ -322,7 +324,36 @@ TEST(ParseProfile, a_booting_sandbox_declares_its_startup_allowance) {
 TEST(ParseProfile, names_malformed_json_by_its_origin) {
   auto parsed = ParseProfile("{\"name\": ", "broken.json");
   ASSERT_FALSE(parsed);
-  EXPECT_EQ(parsed.error().ToString(), "profile broken.json: malformed JSON at byte 10");
+  EXPECT_TRUE(parsed.error().ToString().starts_with(
+      "profile broken.json: malformed JSON at byte 10: syntax error"))
+      << parsed.error().ToString();
+}
+
+TEST(ParseProfile, refuses_a_profile_nested_deeper_than_32_levels_naming_it) {
+  json p = GoodProfile();
+  std::string text = p.dump();
+  text.insert(text.size() - 1, R"(, "deep": )" + std::string(100000, '[') + std::string(100000, ']'));
+  auto parsed = ParseProfile(text, "deep.json");
+  ASSERT_FALSE(parsed);
+  EXPECT_EQ(parsed.error().ToString(), "profile deep.json: nesting deeper than 32 levels");
+}
+
+TEST(ParseProfile, reads_a_profile_exactly_at_the_depth_limit_as_far_as_its_fields) {
+  std::string text = GoodProfile().dump();
+  text.insert(text.size() - 1, R"(, "deep": )" + std::string(31, '[') + std::string(31, ']'));
+  auto parsed = ParseProfile(text, "deep.json");
+  ASSERT_FALSE(parsed);
+  EXPECT_EQ(parsed.error().ToString().find("nesting"), std::string::npos) << parsed.error().ToString();
+}
+
+TEST(LoadProfile, refuses_a_profile_file_over_1_MiB_naming_the_file_and_the_limit) {
+  TempDir dir;
+  json p = GoodProfile();
+  p["description"] = std::string(1 << 20, 'x');
+  std::string path = dir.Write("big.json", p.dump());
+  auto loaded = LoadProfile("big", dir.path());
+  ASSERT_FALSE(loaded);
+  EXPECT_EQ(loaded.error().ToString(), "sandbox big: " + path + " is over the 1 MiB limit");
 }
 
 TEST(ParseProfile, rejects_an_unknown_placeholder_naming_the_word) {
@@ -478,7 +509,7 @@ TEST(RenderCommand, renders_a_case_for_null_on_host_paths) {
 }
 
 TEST(RenderCommand, renders_a_case_for_bwrap_behind_its_limit_wrappers) {
-  auto text = ReadTextFile(kProfiles + "/bwrap.json");
+  auto text = ReadTextFile(kProfiles + "/bwrap.json", kMaxTestProfileBytes);
   ASSERT_TRUE(text);
   auto profile = ParseProfile(*text, "bwrap.json");
   ASSERT_TRUE(profile) << profile.error().ToString();
@@ -519,7 +550,7 @@ TEST(RenderCommand, runs_a_root_case_as_root_inside_each_sandbox_that_can_and_sk
 }
 
 TEST(RenderCommand, renders_runsc_with_a_cleared_environment_on_host_paths) {
-  auto text = ReadTextFile(kProfiles + "/runsc.json");
+  auto text = ReadTextFile(kProfiles + "/runsc.json", kMaxTestProfileBytes);
   ASSERT_TRUE(text);
   auto profile = ParseProfile(*text, "runsc.json");
   ASSERT_TRUE(profile) << profile.error().ToString();
@@ -537,7 +568,7 @@ TEST(RenderCommand, renders_docker_and_smolvm_with_their_image_and_interpreters)
   c.lang = "js";
   c.limits["memory_mib"] = 256;
   for (const char* name : {"docker", "smolvm"}) {
-    auto text = ReadTextFile(kProfiles + "/" + name + ".json");
+    auto text = ReadTextFile(kProfiles + "/" + name + ".json", kMaxTestProfileBytes);
     ASSERT_TRUE(text);
     auto profile = ParseProfile(*text, name);
     ASSERT_TRUE(profile) << profile.error().ToString();

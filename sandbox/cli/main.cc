@@ -36,7 +36,7 @@ using smolbox::Expected;
 // As docker: an error of smolbox itself rather than of the workload.
 constexpr int kExitSmolboxError = 125;
 // Bounds what a --spec file can make us read (and what --spec /dev/zero costs).
-constexpr size_t kMaxSpecBytes = 64 << 20;
+using smolbox::kMaxSpecBytes;
 
 // A flag's raw text and whether it was given. Values are parsed by our own
 // functions, not CLI11's, so that every bad value gets the same one-line error.
@@ -374,7 +374,7 @@ Expected<smolbox::RunSpec> BuildSpec(const RunFlags& f) {
   if (f.spec_file) {
     auto text = ReadSpecFile(f.spec_file.value);
     if (!text) return std::unexpected(text.error());
-    auto parsed = smolbox::ParseRunSpec(*text);
+    auto parsed = smolbox::ParseRunSpec(*text, fmt::format("spec file {}", f.spec_file.value));
     if (!parsed) return std::unexpected(parsed.error());
     spec = std::move(*parsed);
   }

@@ -6,10 +6,12 @@
 //   if (auto ok = smolbox::ValidateRunSpec(*spec); !ok) { ... }
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "smolbox/error.h"
@@ -57,8 +59,10 @@ struct RunSpec {
   bool vm_snapshot = true;
 };
 
-// Parses JSON; unknown fields and wrong types are errors naming the field.
-Expected<RunSpec> ParseRunSpec(const std::string& json_text);
+// Parses JSON; unknown fields and wrong types are errors naming the field. origin names the
+// document in errors about the document as a whole ("spec file job.json: malformed JSON ...",
+// "...: nesting deeper than 32 levels").
+Expected<RunSpec> ParseRunSpec(const std::string& json_text, std::string_view origin = "spec");
 // Checks ranges, paths and combinations; does not touch the host except to stat
 // the image and volume sources.
 Expected<void> ValidateRunSpec(const RunSpec& spec);
@@ -82,5 +86,8 @@ inline constexpr int64_t kMaxStorageMiB = 1024 * 1024;
 inline constexpr int64_t kMaxOutputBytes = 1LL << 30;
 inline constexpr int64_t kMaxFiles = 1 << 20;
 inline constexpr double kMaxCpus = 1024;
+// The largest spec read, from a file or not. A spec's inline stdin then never holds more than a
+// stdin_file may (64 MiB, the runtime's cap on reading one).
+inline constexpr size_t kMaxSpecBytes = 64 << 20;
 
 }  // namespace smolbox

@@ -4,6 +4,10 @@
 
 #include <cstring>
 
+#include <fmt/format.h>
+
+#include "json_bounds.h"
+
 namespace smolbox::channel {
 namespace {
 
@@ -15,6 +19,11 @@ uint32_t GetU32(const char* in) {
   uint32_t value = 0;
   for (int i = 0; i < 4; ++i) value |= static_cast<uint32_t>(static_cast<unsigned char>(in[i])) << (8 * i);
   return value;
+}
+
+Error OverLimit(std::string_view what, size_t frame_bytes) {
+  return Error{std::string(what),
+               fmt::format("a {} byte frame is over the {} limit", frame_bytes, FormatLimitBytes(kMaxFrameBytes)), 0};
 }
 
 Expected<void> WriteAll(int fd, const char* data, size_t size) {
@@ -44,20 +53,23 @@ Expected<bool> ReadExactly(int fd, char* data, size_t size) {
   return true;
 }
 
-Expected<Message> DecodeBody(const char* body, uint32_t body_len) {
-  if (body_len < 4) return std::unexpected(Error{"channel", "frame too short", 0});
+Expected<Message> DecodeBody(const char* body, uint32_t body_len, std::string_view what) {
+  if (body_len < 4) return std::unexpected(Error{std::string(what), "frame too short", 0});
   uint32_t json_len = GetU32(body);
-  if (json_len > body_len - 4) return std::unexpected(Error{"channel", "bad JSON length", 0});
+  if (json_len > body_len - 4) return std::unexpected(Error{std::string(what), "bad JSON length", 0});
+  const JsonBounds bounds{.max_bytes = kMaxHeaderBytes, .max_values = kMaxHeaderValues};
+  auto header = ParseBoundedJson(std::string_view(body + 4, json_len), bounds, what);
+  if (!header) return std::unexpected(header.error());
+  if (!header->is_object()) return std::unexpected(Error{std::string(what), "header is not a JSON object", 0});
   Message message;
-  message.header = nlohmann::json::parse(body + 4, body + 4 + json_len, nullptr, false);
-  if (message.header.is_discarded() || !message.header.is_object()) {
-    return std::unexpected(Error{"channel", "header is not a JSON object", 0});
-  }
+  message.header = std::move(*header);
   message.tail.assign(body + 4 + json_len, body_len - 4 - json_len);
   return message;
 }
 
 }  // namespace
+
+std::string Message::Type() const { return StringOr(header, "type", ""); }
 
 std::string Encode(const Message& message) {
   std::string json = message.header.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
@@ -72,26 +84,29 @@ std::string Encode(const Message& message) {
 
 Expected<void> WriteMessage(int fd, const Message& message) {
   std::string frame = Encode(message);
-  if (frame.size() - 4 > kMaxFrameBytes) {
-    return std::unexpected(Error{"channel write", "frame exceeds the protocol limit", 0});
+  if (frame.size() - 4 > kMaxFrameBytes) return std::unexpected(OverLimit("channel write", frame.size() - 4));
+  // Refused here, where the error reaches whoever made the message, not only its reader.
+  if (uint32_t json_len = GetU32(frame.data() + 4); json_len > kMaxHeaderBytes) {
+    return std::unexpected(Error{"channel write", fmt::format("a {} byte header is over the {} limit", json_len,
+                                                              FormatLimitBytes(kMaxHeaderBytes)), 0});
   }
   return WriteAll(fd, frame.data(), frame.size());
 }
 
-Expected<std::optional<Message>> ReadMessage(int fd) {
+Expected<std::optional<Message>> ReadMessage(int fd, std::string_view what) {
   char prefix[4];
   auto got = ReadExactly(fd, prefix, sizeof prefix);
   if (!got) return std::unexpected(got.error());
   if (!*got) return std::nullopt;
   uint32_t body_len = GetU32(prefix);
-  if (body_len > kMaxFrameBytes) return std::unexpected(Error{"channel read", "frame too large", 0});
+  if (body_len > kMaxFrameBytes) return std::unexpected(OverLimit(what, body_len));
   std::string body(body_len, '\0');
   auto body_got = ReadExactly(fd, body.data(), body_len);
   if (!body_got) return std::unexpected(body_got.error());
   if (!*body_got && body_len > 0) {
     return std::unexpected(Error{"channel read", "peer closed mid-frame", 0});
   }
-  auto message = DecodeBody(body.data(), body_len);
+  auto message = DecodeBody(body.data(), body_len, what);
   if (!message) return std::unexpected(message.error());
   return std::optional<Message>(std::move(*message));
 }
@@ -99,9 +114,9 @@ Expected<std::optional<Message>> ReadMessage(int fd) {
 Expected<std::optional<Message>> FrameReader::Next() {
   if (buffer_.size() < 4) return std::nullopt;
   uint32_t body_len = GetU32(buffer_.data());
-  if (body_len > kMaxFrameBytes) return std::unexpected(Error{"channel read", "frame too large", 0});
+  if (body_len > kMaxFrameBytes) return std::unexpected(OverLimit(what_, body_len));
   if (buffer_.size() < 4 + static_cast<size_t>(body_len)) return std::nullopt;
-  auto message = DecodeBody(buffer_.data() + 4, body_len);
+  auto message = DecodeBody(buffer_.data() + 4, body_len, what_);
   buffer_.erase(0, 4 + static_cast<size_t>(body_len));
   if (!message) return std::unexpected(message.error());
   return std::optional<Message>(std::move(*message));

@@ -1,5 +1,7 @@
 #include "exec_protocol.h"
 
+#include "json_bounds.h"
+
 namespace smolbox {
 
 channel::Message EncodeExec(const ExecRequest& r) {
@@ -23,15 +25,15 @@ Expected<ExecRequest> DecodeExec(const channel::Message& m) {
     r.argv = h.at("argv").get<std::vector<std::string>>();
     r.env = h.at("env").get<std::map<std::string, std::string>>();
     r.cwd = h.at("cwd").get<std::string>();
-    r.uid = h.at("uid").get<uint32_t>();
-    r.gid = h.at("gid").get<uint32_t>();
-    r.timeout_ms = h.at("timeout_ms").get<int64_t>();
-    r.cpu_ms = h.at("cpu_ms").get<int64_t>();
-    r.output_bytes = h.at("output_bytes").get<int64_t>();
-    r.files = h.at("files").get<int64_t>();
-    r.memory_bytes = h.at("memory_bytes").get<int64_t>();
-    r.nproc = h.at("nproc").get<int64_t>();
-    r.fsize_bytes = h.at("fsize_bytes").get<int64_t>();
+    r.uid = IntegerAt<uint32_t>(h, "uid");
+    r.gid = IntegerAt<uint32_t>(h, "gid");
+    r.timeout_ms = IntegerAt<int64_t>(h, "timeout_ms");
+    r.cpu_ms = IntegerAt<int64_t>(h, "cpu_ms");
+    r.output_bytes = IntegerAt<int64_t>(h, "output_bytes");
+    r.files = IntegerAt<int64_t>(h, "files");
+    r.memory_bytes = IntegerAt<int64_t>(h, "memory_bytes");
+    r.nproc = IntegerAt<int64_t>(h, "nproc");
+    r.fsize_bytes = IntegerAt<int64_t>(h, "fsize_bytes");
     r.stdin_data = m.tail;
     if (r.argv.empty()) return std::unexpected(Error{"exec.argv", "is empty", 0});
     return r;
@@ -69,11 +71,11 @@ Expected<ExecReport> DecodeExit(const channel::Message& m) {
     auto status = ParseStatus(h.at("status").get<std::string>());
     if (!status) return std::unexpected(status.error());
     r.status = *status;
-    r.exit_code = h.at("exit_code").get<int>();
-    r.signal = h.at("signal").get<int>();
-    r.wall_ms = h.at("wall_ms").get<int64_t>();
-    r.cpu_ms = h.at("cpu_ms").get<int64_t>();
-    r.peak_memory_bytes = h.at("peak_memory_bytes").get<int64_t>();
+    r.exit_code = IntegerAt<int>(h, "exit_code");
+    r.signal = IntegerAt<int>(h, "signal");
+    r.wall_ms = IntegerAt<int64_t>(h, "wall_ms");
+    r.cpu_ms = IntegerAt<int64_t>(h, "cpu_ms");
+    r.peak_memory_bytes = IntegerAt<int64_t>(h, "peak_memory_bytes");
     r.stdout_truncated = h.at("stdout_truncated").get<bool>();
     r.stderr_truncated = h.at("stderr_truncated").get<bool>();
     r.error = h.at("error").get<std::string>();

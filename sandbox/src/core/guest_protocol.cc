@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include "json_bounds.h"
+
 namespace smolbox {
 
 channel::Message EncodeGuestSetup(const GuestSetup& s) {
@@ -27,10 +29,10 @@ Expected<GuestSetup> DecodeGuestSetup(const channel::Message& m) {
                                       v.at("tag").get<std::string>(), v.at("storage_dir").get<std::string>()});
     }
     s.workdir = h.at("workdir").get<std::string>();
-    s.uid = h.at("uid").get<uint32_t>();
-    s.gid = h.at("gid").get<uint32_t>();
-    s.memory_bytes = h.at("memory_bytes").get<int64_t>();
-    s.pids = h.at("pids").get<int64_t>();
+    s.uid = IntegerAt<uint32_t>(h, "uid");
+    s.gid = IntegerAt<uint32_t>(h, "gid");
+    s.memory_bytes = IntegerAt<int64_t>(h, "memory_bytes");
+    s.pids = IntegerAt<int64_t>(h, "pids");
     s.cpus = h.at("cpus").get<double>();
     return s;
   } catch (const nlohmann::json::exception& e) {
@@ -52,8 +54,8 @@ Expected<GuestRestore> DecodeGuestRestore(const channel::Message& m) {
     const auto& h = m.header;
     GuestRestore r;
     r.seed = m.tail;
-    r.realtime_sec = h.at("realtime_sec").get<int64_t>();
-    r.realtime_nsec = h.at("realtime_nsec").get<int64_t>();
+    r.realtime_sec = IntegerAt<int64_t>(h, "realtime_sec");
+    r.realtime_nsec = IntegerAt<int64_t>(h, "realtime_nsec");
     r.hostname = h.at("hostname").get<std::string>();
     if (r.seed.size() != kRestoreSeedBytes) {
       return std::unexpected(Error{"restored message", fmt::format("the seed is {} bytes, not {}", r.seed.size(), kRestoreSeedBytes), 0});

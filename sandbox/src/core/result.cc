@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "exec_protocol.h"
+#include "json_bounds.h"
 
 namespace smolbox {
 namespace {
@@ -131,9 +132,9 @@ Expected<RunResult> ResultFromJson(const nlohmann::json& j) {
     if (!status) return std::unexpected(status.error());
     r.status = *status;
     field = "exit_code";
-    if (!j.at("exit_code").is_null()) r.exit_code = j.at("exit_code").get<int>();
+    if (!j.at("exit_code").is_null()) r.exit_code = IntegerAt<int>(j, "exit_code");
     field = "signal";
-    if (!j.at("signal").is_null()) r.signal = j.at("signal").get<int>();
+    if (!j.at("signal").is_null()) r.signal = IntegerAt<int>(j, "signal");
     field = "stdout";
     r.stdout_data = j.at("stdout").get<std::string>();
     field = "stderr";
@@ -144,13 +145,14 @@ Expected<RunResult> ResultFromJson(const nlohmann::json& j) {
     r.stderr_truncated = j.at("stderr_truncated").get<bool>();
     field = "usage";
     const auto& u = j.at("usage");
-    r.usage = {u.at("wall_ms").get<int64_t>(), u.at("cpu_ms").get<int64_t>(), u.at("peak_memory_bytes").get<int64_t>()};
+    r.usage = {IntegerAt<int64_t>(u, "wall_ms"), IntegerAt<int64_t>(u, "cpu_ms"),
+               IntegerAt<int64_t>(u, "peak_memory_bytes")};
     field = "limits_hit";
     r.limits_hit = j.at("limits_hit").get<std::vector<std::string>>();
     field = "timings";
     const auto& t = j.at("timings");
-    r.timings = {t.at("setup_ms").get<int64_t>(), t.at("boot_ms").get<int64_t>(), t.at("run_ms").get<int64_t>(),
-                 t.at("teardown_ms").get<int64_t>()};
+    r.timings = {IntegerAt<int64_t>(t, "setup_ms"), IntegerAt<int64_t>(t, "boot_ms"),
+                 IntegerAt<int64_t>(t, "run_ms"), IntegerAt<int64_t>(t, "teardown_ms")};
     field = "backend";
     r.backend = j.at("backend").get<std::string>();
     field = "isolation";

@@ -10,10 +10,17 @@
 #include <set>
 #include <string_view>
 
+#include "json_bounds.h"
+
 namespace smolbox {
 namespace {
 
 using nlohmann::json;
+
+// More than any command the kernel would start: execve takes at most a quarter of the stack
+// rlimit for argv and env (2 MiB under the default 8 MiB), and each string costs its pointer
+// and NUL there, so 233,000 of them at most.
+constexpr size_t kMaxSpecValues = 1 << 18;
 
 std::unexpected<Error> Fail(std::string field, std::string reason) {
   return std::unexpected(Error::Field(std::move(field), std::move(reason)));
@@ -253,23 +260,26 @@ const FieldTable<RunSpec>& SpecFields() {
 
 // nlohmann keeps the last of two equal keys without a word. A strict spec refuses
 // them: a reviewer reading the first one would be misled about what runs.
+//
+// Each level keeps only its own key or index; the dotted path is built from them when a
+// duplicate is found, so an event costs the same at any depth.
 class DuplicateKeyFinder {
  public:
   bool OnEvent(json::parse_event_t event, const json& parsed) {
     using E = json::parse_event_t;
     if (event == E::object_start || event == E::array_start) {
-      std::string path = ChildPath();
-      stack_.push_back(Frame{std::move(path), event == E::array_start, 0, {}, {}});
+      CountChild();
+      stack_.push_back(Frame{event == E::array_start, 0, {}, {}});
     } else if (event == E::object_end || event == E::array_end) {
       stack_.pop_back();
     } else if (event == E::key) {
       Frame& frame = stack_.back();
       frame.key = parsed.get<std::string>();
       if (!frame.keys.insert(frame.key).second && !error_) {
-        error_ = Error::Field(Join(frame.path, frame.key), "duplicate field");
+        error_ = Error::Field(Join(PathOfTop(), frame.key), "duplicate field");
       }
-    } else if (event == E::value && !stack_.empty() && stack_.back().is_array) {
-      ++stack_.back().index;
+    } else if (event == E::value) {
+      CountChild();
     }
     return true;
   }
@@ -277,47 +287,44 @@ class DuplicateKeyFinder {
 
  private:
   struct Frame {
-    std::string path;
     bool is_array;
-    size_t index;
+    size_t children;  // in an array, the index of the next one
     std::set<std::string> keys;
-    std::string key;
+    std::string key;  // in an object, the key of the member being read
   };
 
-  std::string ChildPath() {
-    if (stack_.empty()) return "";
-    Frame& parent = stack_.back();
-    if (parent.is_array) return fmt::format("{}[{}]", parent.path, parent.index++);
-    return Join(parent.path, parent.key);
+  void CountChild() {
+    if (!stack_.empty() && stack_.back().is_array) ++stack_.back().children;
+  }
+
+  // "mounts[1]": each level names its child by the key or index it is reading.
+  std::string PathOfTop() const {
+    std::string path;
+    for (size_t i = 0; i + 1 < stack_.size(); ++i) {
+      const Frame& parent = stack_[i];
+      if (parent.is_array) {
+        path += fmt::format("[{}]", parent.children - 1);
+      } else {
+        path = Join(path, parent.key);
+      }
+    }
+    return path;
   }
 
   std::vector<Frame> stack_;
   std::optional<Error> error_;
 };
 
-// "[json.exception.parse_error.101] parse error at line 1, column 2: syntax error ..."
-// keeps only "syntax error ...": the byte offset is reported separately.
-std::string ParseErrorReason(const json::parse_error& e) {
-  std::string_view what = e.what();
-  if (size_t bracket = what.find("] "); bracket != std::string_view::npos) {
-    what.remove_prefix(bracket + 2);
-  }
-  if (size_t colon = what.find(": "); colon != std::string_view::npos) {
-    what.remove_prefix(colon + 2);
-  }
-  return std::string(what);
-}
-
-Expected<json> ParseJson(const std::string& text) {
+Expected<json> ParseJson(const std::string& text, std::string_view origin) {
+  // Bounded before the parser sees it: a spec of 200,000 nested [ once took the machine's
+  // memory. The size is the CLI's own cap on a --spec file.
+  const JsonBounds bounds{.max_bytes = kMaxSpecBytes, .max_values = kMaxSpecValues};
   DuplicateKeyFinder finder;
-  json doc;
-  try {
-    doc = json::parse(text, [&finder](int, json::parse_event_t event, json& parsed) {
-      return finder.OnEvent(event, parsed);
-    });
-  } catch (const json::parse_error& e) {
-    return Fail("spec", fmt::format("malformed JSON at byte {}: {}", e.byte, ParseErrorReason(e)));
-  }
+  auto doc = ParseBoundedJson(text, bounds, origin,
+                              [&finder](int, json::parse_event_t event, json& parsed) {
+                                return finder.OnEvent(event, parsed);
+                              });
+  if (!doc) return doc;
   if (finder.error()) return std::unexpected(*finder.error());
   return doc;
 }
@@ -510,9 +517,10 @@ Expected<void> CheckMounts(const RunSpec& spec) {
 
 }  // namespace
 
-Expected<RunSpec> ParseRunSpec(const std::string& json_text) {
-  auto doc = ParseJson(json_text);
+Expected<RunSpec> ParseRunSpec(const std::string& json_text, std::string_view origin) {
+  auto doc = ParseJson(json_text, origin);
   if (!doc) return std::unexpected(doc.error());
+  if (!doc->is_object()) return Fail(std::string(origin), "must be an object");
   RunSpec spec;
   if (auto ok = ParseObject(*doc, "", SpecFields(), spec); !ok) return std::unexpected(ok.error());
   return spec;

@@ -13,10 +13,15 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "json_bounds.h"
+
 namespace smolbox::host {
 namespace {
 
 using nlohmann::json;
+
+// A fixture's host.json and stat.json are a few hundred bytes.
+constexpr size_t kMaxFixtureJsonBytes = 1 << 20;
 
 std::string TypeOf(mode_t mode) {
   if (S_ISCHR(mode)) return "char";
@@ -45,13 +50,13 @@ std::vector<gid_t> LiveGroups() {
 }
 
 Expected<json> LoadJson(const std::string& path) {
-  std::ifstream in(path);
+  std::ifstream in(path, std::ios::binary);
   if (!in) return std::unexpected(Error{path, "missing: a fixture needs it", 0});
-  try {
-    return json::parse(in);
-  } catch (const json::exception& e) {
-    return std::unexpected(Error{path, e.what(), 0});
-  }
+  // One byte past the limit tells a file over it from one at it.
+  std::string text(kMaxFixtureJsonBytes + 1, '\0');
+  in.read(text.data(), static_cast<std::streamsize>(text.size()));
+  text.resize(static_cast<size_t>(in.gcount()));
+  return ParseBoundedJson(text, {.max_bytes = kMaxFixtureJsonBytes}, path);
 }
 
 // One stat.json entry: {"type": "char", "major": 10, "minor": 232, "mode": "0660", "uid": 0,

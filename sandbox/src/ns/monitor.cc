@@ -10,6 +10,8 @@
 
 #include <fmt/format.h>
 
+#include "json_bounds.h"
+
 namespace smolbox::ns {
 namespace {
 
@@ -75,7 +77,7 @@ class ExecMonitor {
   }
 
   void Handle(const channel::Message& message) {
-    if (message.Type() == "output") return Output(message.header.value("fd", 0), message.tail);
+    if (message.Type() == "output") return Output(IntOr(message.header, "fd", 0), message.tail);
     if (message.Type() == "exit") {
       auto report = DecodeExit(message);
       if (!report) return Broken(report.error().ToString());
@@ -157,7 +159,7 @@ class ExecMonitor {
   bool cancel_sent_ = false;
   Clock::time_point backstop_;
   int64_t cpu_base_ms_ = 0;
-  channel::FrameReader reader_;
+  channel::FrameReader reader_{"agent message"};
   MonitorOutcome outcome_;
   bool done_ = false;
 };

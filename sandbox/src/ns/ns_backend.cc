@@ -22,6 +22,7 @@
 #include "copyback.h"
 #include "exec_protocol.h"
 #include "fd_passing.h"
+#include "json_bounds.h"
 #include "monitor.h"
 #include "state.h"
 #include "storage.h"
@@ -128,7 +129,8 @@ Expected<std::pair<channel::Message, UniqueFd>> AwaitSetup(const Sandbox& box) {
   if (!got) return got;
   if (got->first.Type() == "setup_error") {
     const auto& h = got->first.header;
-    return std::unexpected(Error{h.value("where", "setup"), h.value("what", ""), h.value("errno", 0)});
+    return std::unexpected(
+        Error{StringOr(h, "where", "setup"), StringOr(h, "what", ""), IntOr(h, "errno", 0)});
   }
   return got;
 }

@@ -4,6 +4,8 @@
 
 #include <fmt/format.h>
 
+#include "json_bounds.h"
+
 namespace smolbox::persist {
 namespace {
 
@@ -38,7 +40,7 @@ Expected<ExecOrder> DecodeExecOrder(const channel::Message& message) {
     field = "workdir";
     if (h.contains("workdir")) order.workdir = h.at("workdir").get<std::string>();
     field = "timeout_ms";
-    if (h.contains("timeout_ms")) order.timeout_ms = h.at("timeout_ms").get<int64_t>();
+    if (h.contains("timeout_ms")) order.timeout_ms = IntegerAt<int64_t>(h, "timeout_ms");
     order.stdin_data = message.tail;
     return order;
   } catch (const nlohmann::json::exception& e) {
@@ -60,12 +62,12 @@ Expected<void> SendResult(int fd, const RunResult& result) {
 Expected<RunResult> ReceiveResult(int fd) {
   std::string out[2];
   for (;;) {
-    auto message = channel::ReadMessage(fd);
+    auto message = channel::ReadMessage(fd, "keeper message");
     if (!message) return std::unexpected(message.error());
     if (!*message) return std::unexpected(Error{"sandbox", "its keeper closed the connection before the result", 0});
     const auto& m = **message;
     if (m.Type() == "output") {
-      int stream = m.header.value("fd", 0);
+      int stream = IntOr(m.header, "fd", 0);
       if (stream != 1 && stream != 2) return std::unexpected(Error{"sandbox", "output for an unknown stream", 0});
       out[stream - 1] += m.tail;
       continue;

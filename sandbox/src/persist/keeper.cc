@@ -103,7 +103,7 @@ class Keeper {
     if (!client.valid() || !PeerIsOurUser(client.get())) return true;
     timeval timeout{kRequestTimeoutSec, 0};
     setsockopt(client.get(), SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
-    auto message = channel::ReadMessage(client.get());
+    auto message = channel::ReadMessage(client.get(), "control message");
     if (!message || !*message) return true;
     const auto& m = **message;
     if (m.Type() == "stop") {

@@ -15,6 +15,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "json_bounds.h"
 #include "state.h"
 
 namespace smolbox::persist {
@@ -105,12 +106,13 @@ Expected<void> WriteInfo(int dir_fd, const KeeperInfo& info) {
 std::optional<KeeperInfo> ReadInfo(int dir_fd) {
   auto text = ReadSmallFile(dir_fd, kInfoFile);
   if (!text) return std::nullopt;
-  auto j = nlohmann::json::parse(*text, nullptr, false);
-  if (j.is_discarded() || !j.is_object()) return std::nullopt;
+  auto parsed = ParseBoundedJson(*text, {.max_bytes = kMaxStateFileBytes}, kInfoFile);
+  if (!parsed || !parsed->is_object()) return std::nullopt;
+  const nlohmann::json& j = *parsed;
   try {
     return KeeperInfo{j.at("backend").get<std::string>(), j.at("isolation").get<std::string>(),
-                      j.at("created").get<std::string>(), j.at("keeper_pid").get<pid_t>(),
-                      j.at("keeper_start_time").get<unsigned long long>()};
+                      j.at("created").get<std::string>(), IntegerAt<pid_t>(j, "keeper_pid"),
+                      IntegerAt<unsigned long long>(j, "keeper_start_time")};
   } catch (const nlohmann::json::exception&) {
     return std::nullopt;
   }

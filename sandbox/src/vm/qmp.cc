@@ -9,10 +9,17 @@
 
 #include <fmt/format.h>
 
+#include "json_bounds.h"
+
 namespace smolbox::vm {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// QEMU's answers to what we send (qmp_capabilities, stop, migrate, query-migrate, getfd) and
+// its greeting are under a KiB each. A QEMU that a guest has taken over may send anything, so a
+// line is bounded like every JSON we read, and so is the wait for its newline.
+constexpr size_t kMaxQmpLineBytes = 1 << 20;
 
 int MsLeft(Clock::time_point deadline) {
   auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
@@ -52,11 +59,16 @@ Expected<nlohmann::json> Qmp::NextReply(const std::string& what, int timeout_ms)
       std::string line = buffer_.substr(0, newline);
       buffer_.erase(0, newline + 1);
       if (line.find_first_not_of(" \r") == std::string::npos) continue;
-      nlohmann::json object = nlohmann::json::parse(line, nullptr, false);
-      if (object.is_discarded() || !object.is_object()) {
+      auto object = ParseBoundedJson(line, {.max_bytes = kMaxQmpLineBytes}, "qmp: " + what);
+      if (!object) return object;
+      if (!object->is_object()) {
         return std::unexpected(Error{"qmp: " + what, "QEMU sent something that is not a JSON object", 0});
       }
-      if (!object.contains("event")) return object;
+      if (!object->contains("event")) return object;
+    }
+    if (buffer_.size() > kMaxQmpLineBytes) {
+      return std::unexpected(Error{"qmp: " + what, fmt::format("QEMU sent a line over the {} limit",
+                                                              FormatLimitBytes(kMaxQmpLineBytes)), 0});
     }
     pollfd fd{socket_.get(), POLLIN, 0};
     int ready = poll(&fd, 1, MsLeft(deadline));
@@ -90,7 +102,7 @@ Expected<nlohmann::json> Qmp::Execute(const std::string& command, const nlohmann
   if (!reply) return reply;
   if (reply->contains("error")) {
     const auto& e = (*reply)["error"];
-    return std::unexpected(Error{"qmp: " + command, e.value("desc", e.dump()), 0});
+    return std::unexpected(Error{"qmp: " + command, StringOr(e, "desc", e.dump()), 0});
   }
   if (!reply->contains("return")) return std::unexpected(Error{"qmp: " + command, "no return in " + reply->dump(), 0});
   return (*reply)["return"];

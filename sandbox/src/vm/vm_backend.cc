@@ -26,6 +26,7 @@
 #include "guest_artifacts.h"
 #include "guest_protocol.h"
 #include "jail.h"
+#include "json_bounds.h"
 #include "monitor.h"
 #include "qemu_command.h"
 #include "qmp.h"
@@ -216,7 +217,7 @@ Expected<channel::Message> AwaitGuest(const Vm& vm, int64_t timeout_ms, const ch
   std::string log = fmt::format("see the console log {}", vm.console_path);
   if (rc == 0) return std::unexpected(Error{what, fmt::format("the guest did not answer within {} s; {}", timeout_ms / 1000, log), ETIMEDOUT});
   if (!(fds[0].revents & POLLIN)) return std::unexpected(Error{what, "QEMU exited; " + log, 0});
-  auto message = channel::ReadMessage(vm.channel.get());
+  auto message = channel::ReadMessage(vm.channel.get(), "guest message");
   if (!message) return std::unexpected(Error{what, message.error().ToString() + "; " + log, 0});
   if (!*message) return std::unexpected(Error{what, "the guest closed its channel; " + log, 0});
   return std::move(**message);
@@ -247,7 +248,8 @@ Expected<void> ExpectReply(const channel::Message& reply, const char* what, cons
   const auto& h = reply.header;
   if (reply.Type() == done) return {};
   if (reply.Type().ends_with("_error")) {
-    return std::unexpected(Error{fmt::format("{}: {}", what, h.value("where", std::string())), h.value("what", std::string()), h.value("errno", 0)});
+    return std::unexpected(Error{fmt::format("{}: {}", what, StringOr(h, "where", "")),
+                                 StringOr(h, "what", ""), IntOr(h, "errno", 0)});
   }
   return std::unexpected(Error{what, "unexpected message \"" + reply.Type() + "\"", 0});
 }

@@ -91,8 +91,12 @@ std::vector<BadInput> BadInputs() {
   static TempDir dir;
   std::string malformed = dir.Write("malformed.json", "{\"argv\": [");
   std::string unknown = dir.Write("unknown.json", R"({"argv": ["/bin/true"], "limits": {"memroy_mib": 5}})");
+  // Once this took the machine's memory: the duplicate-key finder was O(depth^2).
+  std::string deep = dir.Write("deep.json", std::string(200000, '[') + std::string(200000, ']'));
+  static const std::string deep_error = "spec file " + deep + ": nesting deeper than 32 levels";
   return {
       {"malformed_spec", {"run", "--spec", malformed}, "spec"},
+      {"deep_spec", {"run", "--spec", deep}, deep_error.c_str()},
       {"unknown_field", {"run", "--spec", unknown}, "limits.memroy_mib"},
       {"zero_memory", {"run", "--mem", "0", "--", "/bin/true"}, "memory"},
       {"negative_timeout", {"run", "--timeout", "-1s", "--", "/bin/true"}, "timeout"},

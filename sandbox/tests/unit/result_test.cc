@@ -232,5 +232,18 @@ TEST(ResultFromJson, names_a_missing_or_mistyped_field) {
   EXPECT_FALSE(ResultFromJson(j));
 }
 
+TEST(ResultFromJson, refuses_a_float_or_out_of_range_number_naming_its_field) {
+  json j = ToJson(Exited(0));
+  j["usage"]["wall_ms"] = 1e43;
+  auto as_float = ResultFromJson(j);
+  ASSERT_FALSE(as_float);
+  EXPECT_EQ(as_float.error().where, "usage");
+  j = ToJson(Exited(0));
+  j["exit_code"] = 1LL << 40;
+  auto out_of_range = ResultFromJson(j);
+  ASSERT_FALSE(out_of_range);
+  EXPECT_EQ(out_of_range.error().where, "exit_code");
+}
+
 }  // namespace
 }  // namespace smolbox

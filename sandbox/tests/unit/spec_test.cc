@@ -2,9 +2,12 @@
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -186,6 +189,78 @@ TEST(ParseRunSpec, rejects_a_bad_mount_mode) {
 TEST(ParseRunSpec, requires_mount_source_and_target) {
   EXPECT_EQ(ParseError(R"({"mounts": [{"source": "/a"}]})"), "mounts[0].target: is required");
   EXPECT_EQ(ParseError(R"({"mounts": [{"target": "/a"}]})"), "mounts[0].source: is required");
+}
+
+TEST(ParseRunSpec, names_a_duplicate_field_by_its_path_after_scalars_and_nested_arrays) {
+  EXPECT_EQ(ParseError(R"({"argv": ["a", ["b"], "c"], "env": {"A": "1"},
+                           "mounts": [{"source": "/a", "target": "/b"}, {},
+                                      {"source": "/a", "mode": "ro", "mode": "rw"}]})"),
+            "mounts[2].mode: duplicate field");
+}
+
+TEST(ParseRunSpec, refuses_a_number_beyond_a_double_without_throwing) {
+  EXPECT_EQ(ParseError(R"({"limits": {"cpus": 1e999}})"),
+            "spec: malformed JSON: number overflow parsing '1e999'");
+}
+
+// ---------------------------------------------------------------------------
+// ParseRunSpec's bounds
+
+// The parse, in a child held to 1 GiB of address space: without the bound, a deep spec takes
+// gigabytes (50,000 levels took 3.7 GB), and this test must fail rather than take the machine.
+struct BoundedParse {
+  bool refused_naming_the_limit = false;
+  std::chrono::milliseconds took{};
+};
+
+BoundedParse ParseDeepSpecInChild(const std::string& text, const std::string& expected_error) {
+  auto start = std::chrono::steady_clock::now();
+  pid_t pid = fork();
+  if (pid == 0) {
+    rlimit as{1UL << 30, 1UL << 30};
+    setrlimit(RLIMIT_AS, &as);
+    alarm(10);
+    auto spec = ParseRunSpec(text, "spec file deep.json");
+    _exit(!spec && spec.error().ToString() == expected_error ? 0 : 1);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  BoundedParse out;
+  out.took = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start);
+  out.refused_naming_the_limit = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+  return out;
+}
+
+TEST(ParseRunSpec, refuses_200000_nested_brackets_quickly_naming_the_depth_limit) {
+  std::string text = std::string(200000, '[') + std::string(200000, ']');
+  auto parse = ParseDeepSpecInChild(text, "spec file deep.json: nesting deeper than 32 levels");
+  EXPECT_TRUE(parse.refused_naming_the_limit);
+  EXPECT_LT(parse.took, std::chrono::seconds(2));
+}
+
+TEST(ParseRunSpec, reads_a_spec_exactly_at_the_depth_limit_as_far_as_its_fields) {
+  // {"argv": [[...]]} is 32 levels: refused for its type, not for its depth.
+  std::string at_limit = R"({"argv": )" + std::string(31, '[') + std::string(31, ']') + "}";
+  EXPECT_EQ(ParseError(at_limit), "argv[0]: must be a string");
+  std::string deeper = R"({"argv": )" + std::string(32, '[') + std::string(32, ']') + "}";
+  EXPECT_EQ(ParseError(deeper), "spec: nesting deeper than 32 levels");
+}
+
+TEST(ParseRunSpec, refuses_a_spec_over_64_MiB_naming_the_limit) {
+  std::string stdin_data(kMaxSpecBytes - std::string_view(R"({"stdin": ""})").size(), 'x');
+  std::string at_limit = R"({"stdin": ")" + stdin_data + R"("})";
+  ASSERT_EQ(at_limit.size(), kMaxSpecBytes);
+  auto spec = ParseRunSpec(at_limit);
+  ASSERT_TRUE(spec) << spec.error().ToString();
+  EXPECT_EQ(spec->stdin_data->size(), stdin_data.size());
+  EXPECT_EQ(ParseError(at_limit + " "), "spec: 67108865 bytes is over the 64 MiB limit");
+}
+
+TEST(ParseRunSpec, refuses_a_spec_of_more_values_than_any_command_could_take) {
+  std::string argv = R"({"argv": [)";
+  for (int i = 0; i < (1 << 18); ++i) argv += "\"\",";
+  argv += "\"\"]}";
+  EXPECT_EQ(ParseError(argv), "spec: more than 262144 values");
 }
 
 // ---------------------------------------------------------------------------
