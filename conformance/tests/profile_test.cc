@@ -529,7 +529,7 @@ TEST(RenderCommand, renders_a_case_for_bwrap_behind_its_limit_wrappers) {
 TEST(RenderCommand, runs_a_root_case_as_root_inside_each_sandbox_that_can_and_skips_it_elsewhere) {
   Case root = CsvCase();
   root.user = "root";
-  auto text = ReadTextFile(kProfiles + "/bwrap.json");
+  auto text = ReadTextFile(kProfiles + "/bwrap.json", kMaxTestProfileBytes);
   ASSERT_TRUE(text);
   auto profile = ParseProfile(*text, "bwrap.json");
   ASSERT_TRUE(profile) << profile.error().ToString();
@@ -543,7 +543,7 @@ TEST(RenderCommand, runs_a_root_case_as_root_inside_each_sandbox_that_can_and_sk
   auto null = LoadProfile("null", kProfiles);
   ASSERT_TRUE(null) << null.error().ToString();
   EXPECT_TRUE(RunsAsCaseUser(*null, root));
-  auto runsc = ParseProfile(ReadTextFile(kProfiles + "/runsc.json").value_or(""), "runsc.json");
+  auto runsc = ParseProfile(ReadTextFile(kProfiles + "/runsc.json", kMaxTestProfileBytes).value_or(""), "runsc.json");
   ASSERT_TRUE(runsc) << runsc.error().ToString();
   EXPECT_FALSE(RunsAsCaseUser(*runsc, root));
   EXPECT_TRUE(RunsAsCaseUser(*runsc, CsvCase()));
