@@ -253,42 +253,37 @@ def in_initial_user_namespace():
         return False
 
 
+def judge_module_call(call, result, err, success):
+    """A module syscall's answer. EPERM means the permission check held; anything else but
+    ENOSYS got past it. A kernel without module support answers ENOSYS to everyone; there
+    CAP_SYS_MODULE in the initial user namespace is what would load or unload one."""
+    EPERM, ENOSYS, CAP_SYS_MODULE = 1, 38, 16
+    if result == 0:
+        say(f"BREACH {call} {success}")
+    elif err == EPERM:
+        say(f"BLOCKED {call}: {errname(err)}")
+    elif err != ENOSYS:
+        say(f"BREACH {call} got past the permission check: {errname(err)}")
+    elif cap_eff() & (1 << CAP_SYS_MODULE) and in_initial_user_namespace():
+        say(f"BREACH no {call} here, but CAP_SYS_MODULE is held in the initial user namespace")
+    else:
+        say(f"BLOCKED {call}: {errname(err)}, and no CAP_SYS_MODULE")
+
+
 def module():
     # /dev/null is no module: the kernel refuses it, but only after the permission check.
-    # EPERM means the check held. A kernel without module support answers ENOSYS to everyone;
-    # there CAP_SYS_MODULE in the initial user namespace is what would load one.
-    EPERM, ENOSYS, CAP_SYS_MODULE = 1, 38, 16
     fd = os.open("/dev/null", os.O_RDONLY)
     result, err = syscall("finit_module", ctypes.c_int(fd), b"", ctypes.c_int(0))
     os.close(fd)
-    if result == 0:
-        say("BREACH finit_module accepted /dev/null")
-    elif err == EPERM:
-        say(f"BLOCKED finit_module: {errname(err)}")
-    elif err != ENOSYS:
-        say(f"BREACH finit_module got past the permission check: {errname(err)}")
-    elif cap_eff() & (1 << CAP_SYS_MODULE) and in_initial_user_namespace():
-        say("BREACH no module support here, but CAP_SYS_MODULE is held in the initial user namespace")
-    else:
-        say(f"BLOCKED finit_module: {errname(err)}, and no CAP_SYS_MODULE")
+    judge_module_call("finit_module", result, err, "accepted /dev/null")
 
 
 def module_unload():
     # No module has this name: the kernel looks for it only after the permission check, so
-    # ENOENT means the check let us through. ENOSYS (no module unloading in this kernel) is
-    # judged as for module().
-    EPERM, ENOSYS, CAP_SYS_MODULE, O_NONBLOCK = 1, 38, 16, 0o4000
+    # ENOENT means the check let us through.
+    O_NONBLOCK = 0o4000
     result, err = syscall("delete_module", b"smolbox_no_such_module", ctypes.c_int(O_NONBLOCK))
-    if result == 0:
-        say("BREACH delete_module unloaded a module")
-    elif err == EPERM:
-        say(f"BLOCKED delete_module: {errname(err)}")
-    elif err != ENOSYS:
-        say(f"BREACH delete_module got past the permission check: {errname(err)}")
-    elif cap_eff() & (1 << CAP_SYS_MODULE) and in_initial_user_namespace():
-        say("BREACH no module unloading here, but CAP_SYS_MODULE is held in the initial user namespace")
-    else:
-        say(f"BLOCKED delete_module: {errname(err)}, and no CAP_SYS_MODULE")
+    judge_module_call("delete_module", result, err, "unloaded a module")
 
 
 # Global, not per network namespace: whoever writes them changes the kernel for everyone.
