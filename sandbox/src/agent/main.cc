@@ -147,8 +147,8 @@ class Agent {
       Exec(message);
       return;
     }
-    // A cancel that crossed its exec's exit: there is nothing left to cancel.
-    if (IsCancel(message)) return;
+    // A cancel, or stdin, that crossed its exec's exit: there is nothing left to take it.
+    if (IsCancel(message) || IsStdinFrame(message)) return;
     if (message.Type() == "setup" && guest_ && !cgroup_) {
       SetUp(message);
       return;

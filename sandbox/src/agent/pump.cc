@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <array>
 #include <climits>
+#include <deque>
 #include <optional>
 #include <string>
 
@@ -50,7 +51,7 @@ class ExecPump {
   }
 
   ExecReport Run() {
-    if (request_.stdin_data.empty()) workload_.stdin_fd.Reset();
+    if (!request_.stdin_stream) workload_.stdin_fd.Reset();
     // A cancel may have come in the same read as its exec: poll would not see it again.
     TakeHostMessages();
     while (!Done(Clock::now())) PollOnce();
@@ -82,7 +83,7 @@ class ExecPump {
     std::array<pollfd, kSlots> fds{};
     fds[kSignals] = {signals_.fd(), POLLIN, 0};
     fds[kChannel] = {connection_.closed() ? -1 : connection_.fd(), POLLIN, 0};
-    fds[kStdin] = {workload_.stdin_fd.get(), POLLOUT, 0};
+    fds[kStdin] = {stdin_queue_.empty() ? -1 : workload_.stdin_fd.get(), POLLOUT, 0};
     fds[kStdout] = {stdout_.fd.get(), POLLIN, 0};
     fds[kStderr] = {stderr_.fd.get(), POLLIN, 0};
     if (poll(fds.data(), fds.size(), PollTimeoutMs(Clock::now())) < 0 && errno != EINTR) {
@@ -99,17 +100,53 @@ class ExecPump {
     CheckDeadline(Clock::now());
   }
 
+  // Writes what the host sent, in order, as the pipe takes it; each chunk written whole is
+  // acknowledged, which lets the host send more.
   void FeedStdin() {
-    const std::string& data = request_.stdin_data;
-    while (stdin_offset_ < data.size()) {
-      ssize_t n =
-          write(workload_.stdin_fd.get(), data.data() + stdin_offset_, data.size() - stdin_offset_);
+    while (!stdin_queue_.empty() && workload_.stdin_fd.valid()) {
+      const std::string& chunk = stdin_queue_.front();
+      ssize_t n = write(workload_.stdin_fd.get(), chunk.data() + stdin_offset_, chunk.size() - stdin_offset_);
       if (n < 0 && errno == EINTR) continue;
       if (n < 0 && errno == EAGAIN) return;
-      if (n < 0) break;  // EPIPE: the workload closed its stdin, which is its right
+      if (n < 0) return CloseStdin(true);  // EPIPE: the workload closed its stdin, which is its right
       stdin_offset_ += static_cast<size_t>(n);
+      if (stdin_offset_ < chunk.size()) continue;
+      stdin_queued_ -= chunk.size();
+      Tell(EncodeStdinTaken(chunk.size()));
+      stdin_queue_.pop_front();
+      stdin_offset_ = 0;
     }
-    workload_.stdin_fd.Reset();  // EOF for the workload
+    if (stdin_queue_.empty() && stdin_ended_) CloseStdin(false);
+  }
+
+  // EOF for the workload. tell_host: the host should stop sending, as nothing will be read.
+  void CloseStdin(bool tell_host) {
+    if (tell_host && workload_.stdin_fd.valid()) Tell(EncodeStdinClosed());
+    workload_.stdin_fd.Reset();
+    stdin_queue_.clear();
+    stdin_queued_ = 0;
+    stdin_offset_ = 0;
+  }
+
+  void TakeStdin(const channel::Message& message) {
+    if (message.Type() == "stdin_end") {
+      stdin_ended_ = true;
+      if (stdin_queue_.empty()) CloseStdin(false);
+      return;
+    }
+    // After the workload closed its stdin, the frames already under way are dropped.
+    if (!workload_.stdin_fd.valid() || message.tail.empty()) return;
+    if (message.tail.size() > kStdinChunkBytes || stdin_queued_ + message.tail.size() > kStdinWindowBytes) {
+      fmt::print(stderr, "smolbox-agent: the host sent stdin past its window\n");
+      Kill(KillReason::kHostGone);
+      return CloseStdin(false);
+    }
+    stdin_queued_ += message.tail.size();
+    stdin_queue_.push_back(message.tail);
+  }
+
+  void Tell(const channel::Message& message) {
+    if (!connection_.closed() && !connection_.Send(message)) Kill(KillReason::kHostGone);
   }
 
   void Relay(Stream& stream) {
@@ -147,13 +184,16 @@ class ExecPump {
     if (connection_.closed()) Kill(KillReason::kHostGone);
   }
 
-  // During an exec the host sends only "cancel".
+  // During an exec the host sends its stdin and perhaps a "cancel".
   void TakeHostMessages() {
     for (;;) {
       auto message = connection_.Next();
       if (!message || !*message) break;
       if (IsCancel(**message)) {
         Kill(KillReason::kCancelled);
+      } else if (IsStdinFrame(**message)) {
+        TakeStdin(**message);
+        FeedStdin();
       } else {
         fmt::print(stderr, "smolbox-agent: ignored a {:?} message during an exec\n", (*message)->Type());
       }
@@ -167,7 +207,7 @@ class ExecPump {
     wall_ = std::chrono::duration_cast<milliseconds>(now - workload_.started);
     // The exec is over with its main process: nothing it started may outlive it.
     KillWorkloads(workload_.pid);
-    workload_.stdin_fd.Reset();
+    CloseStdin(false);
     drain_deadline_ = now + kDrainGrace;
   }
 
@@ -208,7 +248,10 @@ class ExecPump {
   Stream stdout_;
   Stream stderr_;
   std::string buffer_;
-  size_t stdin_offset_ = 0;
+  std::deque<std::string> stdin_queue_;  // sent by the host, not yet in the pipe
+  size_t stdin_queued_ = 0;              // their bytes, at most the window
+  size_t stdin_offset_ = 0;              // of the front chunk, written already
+  bool stdin_ended_ = false;
   std::optional<Clock::time_point> deadline_;
   std::optional<Clock::time_point> drain_deadline_;
   std::optional<MainExit> main_exit_;

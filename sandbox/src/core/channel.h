@@ -4,7 +4,7 @@
 // binary tail (output bytes, stdin bytes). All integers are little-endian.
 //
 //   host -> agent   {"type":"exec", "argv":[...], "env":{...}, "cwd":..., "limits":{...}}
-//                   tail = stdin bytes
+//                   {"type":"stdin"}                     tail = bytes
 //   agent -> host   {"type":"ready"}
 //                   {"type":"output", "fd":1}            tail = bytes
 //                   {"type":"exit", "status":"exited", "exit_code":0, ...}

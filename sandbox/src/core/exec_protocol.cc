@@ -12,9 +12,9 @@ channel::Message EncodeExec(const ExecRequest& r) {
       {"timeout_ms", r.timeout_ms}, {"cpu_ms", r.cpu_ms},
       {"output_bytes", r.output_bytes}, {"files", r.files},
       {"memory_bytes", r.memory_bytes}, {"nproc", r.nproc},
-      {"fsize_bytes", r.fsize_bytes},
+      {"fsize_bytes", r.fsize_bytes}, {"stdin_stream", r.stdin_stream},
   };
-  return channel::Message{std::move(h), r.stdin_data};
+  return channel::Message{std::move(h), ""};
 }
 
 Expected<ExecRequest> DecodeExec(const channel::Message& m) {
@@ -34,7 +34,7 @@ Expected<ExecRequest> DecodeExec(const channel::Message& m) {
     r.memory_bytes = IntegerAt<int64_t>(h, "memory_bytes");
     r.nproc = IntegerAt<int64_t>(h, "nproc");
     r.fsize_bytes = IntegerAt<int64_t>(h, "fsize_bytes");
-    r.stdin_data = m.tail;
+    r.stdin_stream = h.at("stdin_stream").get<bool>();
     if (r.argv.empty()) return std::unexpected(Error{"exec.argv", "is empty", 0});
     return r;
   } catch (const nlohmann::json::exception& e) {
@@ -45,6 +45,18 @@ Expected<ExecRequest> DecodeExec(const channel::Message& m) {
 channel::Message EncodeCancel() { return {{{"type", "cancel"}}, ""}; }
 
 bool IsCancel(const channel::Message& message) { return message.Type() == "cancel"; }
+
+channel::Message EncodeStdin(std::string bytes) { return {{{"type", "stdin"}}, std::move(bytes)}; }
+
+channel::Message EncodeStdinEnd() { return {{{"type", "stdin_end"}}, ""}; }
+
+channel::Message EncodeStdinTaken(size_t bytes) { return {{{"type", "stdin_taken"}, {"bytes", bytes}}, ""}; }
+
+channel::Message EncodeStdinClosed() { return {{{"type", "stdin_closed"}}, ""}; }
+
+bool IsStdinFrame(const channel::Message& message) {
+  return message.Type() == "stdin" || message.Type() == "stdin_end";
+}
 
 channel::Message EncodeExit(const ExecReport& r) {
   nlohmann::json h = {

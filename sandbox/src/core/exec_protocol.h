@@ -1,6 +1,14 @@
 // The "exec" request the host sends the agent, and the "exit" report it gets back. While an
 // exec runs, the host may send one "cancel": its caller went away, so the workload is ended.
 // Both backends speak it; the agent applies these limits just before execve.
+//
+// Stdin streams, under flow control, so that any size passes with bounded memory on both sides:
+//   host -> agent   {"type":"stdin"}  tail = at most kStdinChunkBytes    (repeated)
+//                   {"type":"stdin_end"}                                   EOF for the workload
+//   agent -> host   {"type":"stdin_taken", "bytes":N}   N bytes are in the workload's pipe
+//                   {"type":"stdin_closed"}             the workload closed its stdin: stop
+// The host never has more than kStdinWindowBytes sent and not yet taken; an agent that is sent
+// more drops the channel. Stdin frames that arrive after their exec ended are ignored.
 #pragma once
 
 #include <cstdint>
@@ -28,8 +36,12 @@ struct ExecRequest {
   int64_t memory_bytes = 0;
   int64_t nproc = 0;          // 0: none; RLIMIT_NPROC, only when no cgroup holds pids
   int64_t fsize_bytes = 0;    // 0: none; RLIMIT_FSIZE
-  std::string stdin_data;
+  // False: the workload's stdin is empty (EOF at once). True: "stdin" frames follow the exec.
+  bool stdin_stream = false;
 };
+
+inline constexpr size_t kStdinChunkBytes = 64 << 10;
+inline constexpr size_t kStdinWindowBytes = 1 << 20;
 
 // What the agent saw of the workload. The host may override `status` with what
 // only it can see (an OOM kill in the cgroup, a cgroup CPU overrun).
@@ -53,6 +65,12 @@ channel::Message EncodeExit(const ExecReport& report);
 Expected<ExecReport> DecodeExit(const channel::Message& message);
 channel::Message EncodeCancel();
 bool IsCancel(const channel::Message& message);
+channel::Message EncodeStdin(std::string bytes);
+channel::Message EncodeStdinEnd();
+channel::Message EncodeStdinTaken(size_t bytes);
+channel::Message EncodeStdinClosed();
+// The two stdin frames the host sends; one that outlived its exec is one of these.
+bool IsStdinFrame(const channel::Message& message);
 Expected<Status> ParseStatus(const std::string& name);
 
 }  // namespace smolbox

@@ -9,7 +9,9 @@ namespace {
 
 class AgentExec : public ::testing::Test {
  protected:
-  ExecResult Run(const ExecRequest& request) { return agent_.Run(request); }
+  ExecResult Run(const ExecRequest& request, const std::optional<std::string>& stdin_data = std::nullopt) {
+    return agent_.Run(request, stdin_data);
+  }
   ExecResult Sh(const std::string& script) { return Run(Request({"/bin/sh", "-c", script})); }
 
   AgentProcess agent_;
@@ -24,18 +26,60 @@ TEST_F(AgentExec, relays_stdout_and_stderr_separately) {
 }
 
 TEST_F(AgentExec, feeds_stdin_to_the_workload_and_closes_it) {
-  ExecRequest request = Request({"/bin/cat"});
-  request.stdin_data = "line one\nline two\n";
-  EXPECT_EQ(Run(request).out, "line one\nline two\n");
+  EXPECT_EQ(Run(Request({"/bin/cat"}), "line one\nline two\n").out, "line one\nline two\n");
 }
 
 TEST_F(AgentExec, round_trips_a_stdin_larger_than_a_pipe_buffer) {
   ExecRequest request = Request({"/bin/cat"});
-  request.stdin_data.assign(1 << 20, 'x');
   request.output_bytes = 2 << 20;
-  ExecResult r = Run(request);
-  EXPECT_EQ(r.out.size(), request.stdin_data.size());
+  std::string input(1 << 20, 'x');
+  ExecResult r = Run(request, input);
+  EXPECT_EQ(r.out, input);
   EXPECT_EQ(r.report.status, Status::kExited);
+}
+
+// Each chunk is acknowledged once it is in the pipe, so a host that keeps to the window can
+// stream any size; the agent holds at most the window.
+TEST_F(AgentExec, streams_a_stdin_many_windows_long_in_order) {
+  std::string input;
+  for (int i = 0; input.size() < 8 * kStdinWindowBytes; ++i) input += std::to_string(i) + "\n";
+  ExecRequest request = Request({"/bin/cat"});
+  request.output_bytes = static_cast<int64_t>(input.size());
+  ExecResult r = Run(request, input);
+  EXPECT_EQ(r.report.status, Status::kExited);
+  EXPECT_EQ(r.stdin_sent, input.size());
+  EXPECT_LE(r.most_in_flight, kStdinWindowBytes);
+  EXPECT_TRUE(r.out == input) << r.out.size() << " bytes came back of " << input.size();
+}
+
+TEST_F(AgentExec, a_workload_that_closes_stdin_early_stops_the_stream_and_ends_normally) {
+  ExecResult r = Run(Request({"/bin/sh", "-c", "head -c 5; exec 0<&-; sleep 0.5; echo done"}),
+                     std::string(16 * kStdinWindowBytes, 'y'));
+  EXPECT_EQ(r.out, "yyyyydone\n");
+  EXPECT_EQ(r.report.status, Status::kExited);
+  EXPECT_TRUE(r.stdin_closed);
+  EXPECT_LT(r.stdin_sent, 16 * kStdinWindowBytes);
+}
+
+TEST_F(AgentExec, a_workload_that_never_reads_stdin_ends_without_waiting_for_it) {
+  ExecResult r = Run(Request({"/bin/echo", "ignored"}), std::string(16 * kStdinWindowBytes, 'z'));
+  EXPECT_EQ(r.out, "ignored\n");
+  EXPECT_EQ(r.report.status, Status::kExited);
+  EXPECT_LT(r.stdin_sent, 16 * kStdinWindowBytes);
+}
+
+TEST_F(AgentExec, stdin_sent_past_the_window_ends_the_exec_as_a_broken_host) {
+  ExecRequest request = Request({"/bin/sleep", "30"});
+  request.stdin_stream = true;
+  std::vector<channel::Message> flood{EncodeExec(request)};
+  // The window, the pipe's own buffer (which sleep never empties), and more.
+  for (size_t sent = 0; sent <= 3 * kStdinWindowBytes; sent += kStdinChunkBytes) {
+    flood.push_back(EncodeStdin(std::string(kStdinChunkBytes, 'w')));
+  }
+  agent_.SendTogether(flood);
+  ExecResult r = agent_.Collect();
+  EXPECT_NE(r.report.status, Status::kExited);
+  EXPECT_LT(r.report.wall_ms, 10'000);
 }
 
 TEST_F(AgentExec, gives_an_empty_stdin_when_there_is_none) {

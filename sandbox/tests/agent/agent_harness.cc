@@ -89,29 +89,77 @@ std::optional<channel::Message> AgentProcess::Read(std::chrono::milliseconds tim
   return *message;
 }
 
-ExecResult AgentProcess::Run(const ExecRequest& request) {
-  Send(EncodeExec(request));
-  return Collect();
+ExecResult AgentProcess::Run(const ExecRequest& request, const std::optional<std::string>& stdin_data) {
+  ExecRequest streamed = request;
+  streamed.stdin_stream = stdin_data.has_value();
+  Send(EncodeExec(streamed));
+  if (!stdin_data) return Collect();
+  // As the host does: frames go out without blocking, for the agent may be blocked sending
+  // output that only this loop reads.
+  ExecResult result;
+  std::string outgoing;
+  size_t taken = 0;
+  bool ended = false;
+  auto deadline = Clock::now() + std::chrono::seconds(60);
+  while (!result.complete && Clock::now() < deadline) {
+    while (outgoing.empty() && !result.stdin_closed && !ended &&
+           result.stdin_sent - taken < kStdinWindowBytes) {
+      size_t size = std::min({kStdinChunkBytes, stdin_data->size() - result.stdin_sent,
+                              kStdinWindowBytes - (result.stdin_sent - taken)});
+      if (size == 0) {
+        outgoing = channel::Encode(EncodeStdinEnd());
+        ended = true;
+        break;
+      }
+      outgoing = channel::Encode(EncodeStdin(stdin_data->substr(result.stdin_sent, size)));
+      result.stdin_sent += size;
+      result.most_in_flight = std::max(result.most_in_flight, result.stdin_sent - taken);
+    }
+    pollfd fd{channel_, static_cast<short>(POLLIN | (outgoing.empty() ? 0 : POLLOUT)), 0};
+    if (poll(&fd, 1, 1000) <= 0) continue;
+    if (fd.revents & POLLOUT) {
+      ssize_t n = send(channel_, outgoing.data(), outgoing.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+      if (n > 0) outgoing.erase(0, static_cast<size_t>(n));
+    }
+    if ((fd.revents & POLLIN) == 0) continue;
+    auto message = Read();
+    if (!message) break;
+    if (message->Type() == "stdin_taken") {
+      taken += message->header.value("bytes", size_t{0});
+    } else if (message->Type() == "stdin_closed") {
+      result.stdin_closed = true;
+    } else if (!Take(*message, result)) {
+      break;
+    }
+  }
+  EXPECT_TRUE(result.complete) << "no exit message";
+  return result;
 }
 
 ExecResult AgentProcess::Collect() {
   ExecResult result;
   while (auto message = Read()) {
-    if (message->Type() == "output") {
-      int fd = message->header.value("fd", 0);
-      (fd == 1 ? result.out : result.err) += message->tail;
-      result.largest_chunk = std::max(result.largest_chunk, message->tail.size());
-      continue;
-    }
-    EXPECT_EQ(message->Type(), "exit") << message->header.dump();
-    auto report = DecodeExit(*message);
-    EXPECT_TRUE(report) << (report ? "" : report.error().ToString());
-    if (report) result.report = *report;
-    result.complete = report.has_value();
-    break;
+    if (!Take(*message, result)) break;
   }
   EXPECT_TRUE(result.complete) << "no exit message";
   return result;
+}
+
+bool AgentProcess::Take(const channel::Message& message, ExecResult& result) {
+  // Only Run, which streams the stdin, counts these.
+  if (message.Type() == "stdin_taken" || message.Type() == "stdin_closed") return true;
+  if (message.Type() == "output") {
+    int fd = message.header.value("fd", 0);
+    (fd == 1 ? result.out : result.err) += message.tail;
+    result.largest_chunk = std::max(result.largest_chunk, message.tail.size());
+    return true;
+  }
+  EXPECT_EQ(message.Type(), "exit") << message.header.dump();
+  auto report = DecodeExit(message);
+  EXPECT_TRUE(report) << (report ? "" : report.error().ToString());
+  if (report) result.report = *report;
+  result.complete = report.has_value();
+  return false;
 }
 
 void AgentProcess::CloseChannel() {

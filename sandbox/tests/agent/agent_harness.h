@@ -31,6 +31,9 @@ struct ExecResult {
   ExecReport report;
   size_t largest_chunk = 0;  // of the output messages
   bool complete = false;     // an exit message arrived
+  size_t stdin_sent = 0;     // bytes of stdin sent before the exit or a stdin_closed
+  size_t most_in_flight = 0; // the most stdin sent and not yet taken, at any time
+  bool stdin_closed = false; // the agent said the workload closed its stdin
 };
 
 class AgentProcess {
@@ -49,8 +52,9 @@ class AgentProcess {
   // The next message, or nothing on EOF, error or after `timeout`.
   std::optional<channel::Message> Read(
       std::chrono::milliseconds timeout = std::chrono::seconds(30));
-  // Sends the request and collects output until the exit message.
-  ExecResult Run(const ExecRequest& request);
+  // Sends the request and collects output until the exit message. With stdin, streams it as
+  // the host does: in chunks, never more than the window ahead of what the agent took.
+  ExecResult Run(const ExecRequest& request, const std::optional<std::string>& stdin_data = std::nullopt);
   // Collects output of an exec already sent, until its exit message.
   ExecResult Collect();
 
@@ -59,6 +63,9 @@ class AgentProcess {
   std::optional<int> WaitExit(std::chrono::milliseconds timeout);
 
  private:
+  // One message of an exec into result; false once it was the exit (or not understood).
+  bool Take(const channel::Message& message, ExecResult& result);
+
   pid_t pid_ = -1;
   int channel_ = -1;
   bool ready_ = false;
