@@ -80,7 +80,7 @@ void WarmExec(benchmark::State& state, BackendKind kind, Accel accel,
   auto session = StartOrFail(state, *backend, spec);
   if (!session) return;
   for (auto _ : state) {
-    RunResult result = session->Exec(spec, "", -1);
+    RunResult result = session->Exec(spec, {}, -1);
     if (!ExitedZeroOrFail(state, result)) break;
   }
 }

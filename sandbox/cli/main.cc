@@ -51,6 +51,7 @@ struct RunFlags {
   Flag workdir, user, stdin_file, spec_file;
   std::vector<std::string> env, volumes, command;
   bool json = false;
+  bool interactive = false;
   bool no_snapshot = false;
 };
 
@@ -61,6 +62,7 @@ struct SandboxFlags {
   Flag timeout, workdir, stdin_file;
   std::vector<std::string> env, command;
   bool json = false;
+  bool interactive = false;
   bool force = false;
 };
 
@@ -119,7 +121,7 @@ void AddSpecOptions(CLI::App& run, RunFlags& f) {
           "sandbox (non-root, no capabilities) or root (root only inside the sandbox) "
           "(default sandbox)",
           "sandbox|root");
-  AddFlag(run, "--stdin", f.stdin_file, "feed this host file to the command's stdin", "FILE");
+  AddFlag(run, "--stdin", f.stdin_file, "stream this host file (any size) to the command's stdin", "FILE");
   run.add_flag("--no-snapshot", f.no_snapshot,
                "vm: boot the guest from scratch rather than restore it from the boot snapshot");
   AddFlag(run, "--spec", f.spec_file,
@@ -176,7 +178,9 @@ void AddRunCommand(CLI::App& app, RunFlags& f) {
   AddSpecOptions(*run, f);
   AddTimeLimitOptions(*run, f);
   AddSizeLimitOptions(*run, f);
-  run->add_flag("--json", f.json, "print the RunResult as JSON instead of passing output through");
+  run->add_flag("-i,--interactive", f.interactive, "stream smolbox's own stdin to the command's stdin");
+  run->add_flag("--json", f.json,
+                "print the RunResult as JSON, with the output in it, instead of streaming the output through");
   run->add_option("command", f.command, "the command and its arguments, best after --")
       ->type_name("ARGS");
   run->footer(
@@ -209,8 +213,10 @@ void AddExecCommand(CLI::App& app, SandboxFlags& s) {
       ->type_name("KEY=VALUE")
       ->allow_extra_args(false);
   AddFlag(*exec, "-w,--workdir", s.workdir, "working directory (default: the sandbox's)", "DIR");
-  AddFlag(*exec, "--stdin", s.stdin_file, "feed this host file to the command's stdin", "FILE");
-  exec->add_flag("--json", s.json, "print the RunResult as JSON instead of passing output through");
+  AddFlag(*exec, "--stdin", s.stdin_file, "stream this host file (any size) to the command's stdin", "FILE");
+  exec->add_flag("-i,--interactive", s.interactive, "stream smolbox's own stdin to the command's stdin");
+  exec->add_flag("--json", s.json,
+                 "print the RunResult as JSON, with the output in it, instead of streaming the output through");
   exec->add_option("command", s.command, "the command and its arguments, best after --")
       ->type_name("ARGS");
   exec->footer(
@@ -432,13 +438,28 @@ int RefuseInput(const Error& error, bool json) {
   return kExitSmolboxError;
 }
 
+// Without --json, output streams to our own stdout and stderr as the workload writes it; with
+// -i, our own stdin streams in.
+smolbox::ExecIo CallerIo(bool interactive, bool json) {
+  smolbox::ExecIo io;
+  if (interactive) io.stdin_fd = 0;
+  if (!json) {
+    io.stdout_fd = 1;
+    io.stderr_fd = 2;
+  }
+  return io;
+}
+
 int Run(const RunFlags& flags) {
+  if (flags.interactive && flags.stdin_file) {
+    return RefuseInput(Error::Field("--interactive", "cannot be combined with --stdin"), flags.json);
+  }
   auto spec = BuildSpec(flags);
   if (!spec) return RefuseInput(spec.error(), flags.json);
   if (auto ok = smolbox::ValidateRunSpec(*spec); !ok) return RefuseInput(ok.error(), flags.json);
   auto backend = smolbox::MakeBackend(spec->backend);
   if (!backend) return RefuseInput(backend.error(), flags.json);
-  return Report((*backend)->Run(*spec), flags.json);
+  return Report((*backend)->Run(*spec, CallerIo(flags.interactive, flags.json)), flags.json);
 }
 
 int Create(const RunFlags& flags, const SandboxFlags& s) {
@@ -483,19 +504,24 @@ Expected<smolbox::persist::ExecOrder> BuildExecOrder(const SandboxFlags& s) {
     if (!ms) return Fail("--timeout", ms.error().what);
     order.timeout_ms = *ms;
   }
-  if (s.stdin_file) {
-    auto data = smolbox::persist::ReadStdinFile(s.stdin_file.value);
-    if (!data) return std::unexpected(data.error());
-    order.stdin_data = std::move(*data);
-  }
+  if (s.interactive && s.stdin_file) return Fail("--interactive", "cannot be combined with --stdin");
+  order.sends_stdin = s.interactive || s.stdin_file;
+  order.streams_output = !s.json;
   return order;
 }
 
 int Exec(const SandboxFlags& s) {
   auto order = BuildExecOrder(s);
   if (!order) return RefuseInput(order.error(), s.json);
-  smolbox::RunResult result = smolbox::persist::ExecInSandbox(s.name, *order);
-  return Report(result, s.json);
+  smolbox::ExecIo io = CallerIo(s.interactive, s.json);
+  smolbox::UniqueFd stdin_file;
+  if (s.stdin_file) {
+    auto opened = smolbox::persist::OpenStdinFile(s.stdin_file.value);
+    if (!opened) return RefuseInput(opened.error(), s.json);
+    stdin_file = std::move(*opened);
+    io.stdin_fd = stdin_file.get();
+  }
+  return Report(smolbox::persist::ExecInSandbox(s.name, *order, io), s.json);
 }
 
 int List(const SandboxFlags& s) {

@@ -11,24 +11,31 @@
 
 namespace smolbox {
 
-RunResult Backend::Run(const RunSpec& spec) {
+RunResult Backend::Run(const RunSpec& spec, ExecIo io) {
   using Clock = std::chrono::steady_clock;
   auto ms_since = [](Clock::time_point t) {
     return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t).count();
   };
   auto start = Clock::now();
   RunResult setup;
-  // Read before anything starts: a bad stdin file must not cost a sandbox (or a boot).
-  auto stdin_data = ns::ReadStdin(spec);
-  if (!stdin_data) {
-    setup.status = Status::kSetupError;
-    setup.error = stdin_data.error().ToString();
-    setup.timings.setup_ms = ms_since(start);
-    return setup;
+  UniqueFd stdin_file;
+  if (!io.has_stdin() && spec.stdin_file) {
+    // Opened before anything starts: a bad stdin file must not cost a sandbox (or a boot).
+    auto opened = ns::OpenStdinFile(*spec.stdin_file);
+    if (!opened) {
+      setup.status = Status::kSetupError;
+      setup.error = opened.error().ToString();
+      setup.timings.setup_ms = ms_since(start);
+      return setup;
+    }
+    stdin_file = std::move(*opened);
+    io.stdin_fd = stdin_file.get();
+  } else if (!io.has_stdin() && spec.stdin_data) {
+    io.stdin_data = *spec.stdin_data;
   }
   auto session = Start(spec, setup);
   if (!session) return setup;
-  RunResult result = session->Exec(spec, std::move(*stdin_data), -1);
+  RunResult result = session->Exec(spec, io, -1);
   result.warnings.insert(result.warnings.begin(), setup.warnings.begin(), setup.warnings.end());
   result.timings.setup_ms = ms_since(start) - result.timings.run_ms - result.timings.teardown_ms;
   result.timings.boot_ms = setup.timings.boot_ms;

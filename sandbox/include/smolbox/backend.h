@@ -9,7 +9,7 @@
 //
 //   smolbox::RunResult setup;
 //   auto session = (*backend)->Start(spec, setup);        // null on failure; setup says why
-//   smolbox::RunResult r = session->Exec(spec, stdin_data, /*cancel_fd=*/-1);
+//   smolbox::RunResult r = session->Exec(spec, {.stdin_fd = 0, .stdout_fd = 1, .stderr_fd = 2}, -1);
 //   session.reset();                                       // tears everything down
 #pragma once
 
@@ -22,6 +22,18 @@
 
 namespace smolbox {
 
+// An exec's stdio on the host side. Stdin streams from stdin_fd until its EOF, or else is
+// stdin_data (both empty: an empty stdin). Output is written to stdout_fd and stderr_fd as the
+// workload writes it, under the output cap; where they are -1 it is collected into the result.
+// The fds stay the caller's: they are neither closed nor made non-blocking.
+struct ExecIo {
+  int stdin_fd = -1;
+  std::string stdin_data;
+  int stdout_fd = -1;
+  int stderr_fd = -1;
+  bool has_stdin() const { return stdin_fd >= 0 || !stdin_data.empty(); }
+};
+
 class Session {
  public:
   virtual ~Session() = default;
@@ -29,7 +41,8 @@ class Session {
   // files); the sandbox-wide limits (memory, pids, cpus, storage) are the ones it started with.
   // rw volumes are copied back after every exec. cancel_fd, unless -1, is watched during the
   // exec: once it is readable or hung up (the caller went away), the workload is ended.
-  virtual RunResult Exec(const RunSpec& spec, std::string stdin_data, int cancel_fd) = 0;
+  // spec's own stdin is not read here: io says what the stdin is.
+  virtual RunResult Exec(const RunSpec& spec, const ExecIo& io, int cancel_fd) = 0;
   // Readable once the sandbox has died on its own: its agent, or its VM, ended.
   virtual int death_fd() const = 0;
   // Why a dead sandbox died, for the user; empty while it lives.
@@ -42,8 +55,9 @@ class Backend {
   // Starts a sandbox for spec (its argv is not used). On failure returns null, with
   // setup_result's status and error saying why. Its warnings and timings are the setup's.
   virtual std::unique_ptr<Session> Start(const RunSpec& spec, RunResult& setup_result) = 0;
-  // Start, one Exec of spec (stdin from spec), teardown.
-  RunResult Run(const RunSpec& spec);
+  // Start, one Exec of spec, teardown. Stdin is io's when it has one, else spec's own (its
+  // stdin_file opened before anything starts, so that a bad one costs no sandbox).
+  RunResult Run(const RunSpec& spec, ExecIo io = {});
 };
 
 // kAuto resolves to the best backend this host can run.

@@ -86,8 +86,8 @@ inline constexpr int64_t kMaxStorageMiB = 1024 * 1024;
 inline constexpr int64_t kMaxOutputBytes = 1LL << 30;
 inline constexpr int64_t kMaxFiles = 1 << 20;
 inline constexpr double kMaxCpus = 1024;
-// The largest spec read, from a file or not. A spec's inline stdin then never holds more than a
-// stdin_file may (64 MiB, the runtime's cap on reading one).
+// The largest spec read, from a file or not; it bounds a spec's inline stdin too. A larger stdin
+// goes in a stdin_file, which streams.
 inline constexpr size_t kMaxSpecBytes = 64 << 20;
 
 }  // namespace smolbox

@@ -448,7 +448,7 @@ Expected<void> CheckStdin(const RunSpec& spec) {
   if (HasNul(path)) return Fail("stdin_file", "contains a NUL byte");
   struct stat st {};
   if (stat(path.c_str(), &st) != 0) return std::unexpected(StatError("stdin_file", path, errno));
-  // A pipe or terminal is fine too (`--stdin /dev/stdin`): the runtime reads it once, capped.
+  // A pipe or terminal is fine too (`--stdin /dev/stdin`): the runtime streams it, any size.
   if (S_ISDIR(st.st_mode)) return Fail("stdin_file", fmt::format("{} is a directory", Printable(path)));
   return {};
 }

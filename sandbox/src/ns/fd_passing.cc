@@ -8,21 +8,19 @@
 namespace smolbox::ns {
 namespace {
 
-constexpr uint32_t kMaxSetupFrame = 1 << 20;
-
-// One data buffer and room for one descriptor; pointers into itself, so never copied.
-struct OneFdMessage {
-  OneFdMessage(void* data, size_t size) : iov{data, size} {
+// One data buffer and room for the most descriptors; pointers into itself, so never copied.
+struct FdMessage {
+  FdMessage(void* data, size_t size) : iov{data, size} {
     msg.msg_iov = &iov;
     msg.msg_iovlen = 1;
     msg.msg_control = control;
     msg.msg_controllen = sizeof control;
   }
-  OneFdMessage(const OneFdMessage&) = delete;
-  OneFdMessage& operator=(const OneFdMessage&) = delete;
+  FdMessage(const FdMessage&) = delete;
+  FdMessage& operator=(const FdMessage&) = delete;
 
   iovec iov;
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * kMaxPassedFds)] = {};
   msghdr msg{};
 };
 
@@ -30,7 +28,7 @@ Expected<void> ReadExactly(int fd, char* data, size_t size) {
   for (size_t done = 0; done < size;) {
     ssize_t got = read(fd, data + done, size - done);
     if (got < 0 && errno == EINTR) continue;
-    if (got <= 0) return std::unexpected(Error::Sys("read setup message"));
+    if (got <= 0) return std::unexpected(Error::Sys("read a message with descriptors"));
     done += static_cast<size_t>(got);
   }
   return {};
@@ -38,38 +36,55 @@ Expected<void> ReadExactly(int fd, char* data, size_t size) {
 
 }  // namespace
 
-Expected<void> SendWithFd(int socket, const channel::Message& message, int fd) {
+Expected<void> SendWithFds(int socket, const channel::Message& message, std::span<const int> fds) {
+  if (fds.size() > kMaxPassedFds) return std::unexpected(Error{"sendmsg", "too many descriptors", 0});
   std::string frame = channel::Encode(message);
-  OneFdMessage m(frame.data(), frame.size());
-  cmsghdr* cmsg = CMSG_FIRSTHDR(&m.msg);
-  cmsg->cmsg_level = SOL_SOCKET;
-  cmsg->cmsg_type = SCM_RIGHTS;
-  cmsg->cmsg_len = CMSG_LEN(sizeof(int));
-  std::memcpy(CMSG_DATA(cmsg), &fd, sizeof(int));
-  if (sendmsg(socket, &m.msg, MSG_NOSIGNAL) != static_cast<ssize_t>(frame.size())) {
-    return std::unexpected(Error::Sys("sendmsg with fd"));
+  FdMessage m(frame.data(), frame.size());
+  if (fds.empty()) {
+    m.msg.msg_control = nullptr;
+    m.msg.msg_controllen = 0;
+  } else {
+    m.msg.msg_controllen = CMSG_SPACE(sizeof(int) * fds.size());
+    cmsghdr* cmsg = CMSG_FIRSTHDR(&m.msg);
+    cmsg->cmsg_level = SOL_SOCKET;
+    cmsg->cmsg_type = SCM_RIGHTS;
+    cmsg->cmsg_len = CMSG_LEN(sizeof(int) * fds.size());
+    std::memcpy(CMSG_DATA(cmsg), fds.data(), sizeof(int) * fds.size());
+  }
+  // The descriptors ride on the first bytes; the rest of a large frame follows as plain data.
+  size_t sent = 0;
+  while (sent < frame.size()) {
+    ssize_t n = sent == 0 ? sendmsg(socket, &m.msg, MSG_NOSIGNAL)
+                          : send(socket, frame.data() + sent, frame.size() - sent, MSG_NOSIGNAL);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return std::unexpected(Error::Sys("sendmsg with descriptors"));
+    sent += static_cast<size_t>(n);
   }
   return {};
 }
 
-Expected<std::pair<channel::Message, UniqueFd>> ReceiveWithFd(int socket) {
-  // The descriptor rides on the frame's first bytes: read the length prefix with recvmsg.
+Expected<std::pair<channel::Message, std::vector<UniqueFd>>> ReceiveWithFds(int socket, uint32_t max_frame) {
+  // The descriptors ride on the frame's first bytes: read the length prefix with recvmsg.
   char prefix[4];
-  OneFdMessage m(prefix, sizeof prefix);
-  if (recvmsg(socket, &m.msg, MSG_WAITALL | MSG_CMSG_CLOEXEC) != sizeof prefix) {
-    return std::unexpected(Error{"recvmsg", "the sandbox's setup went away", errno});
-  }
-  UniqueFd received;
+  FdMessage m(prefix, sizeof prefix);
+  ssize_t got = recvmsg(socket, &m.msg, MSG_WAITALL | MSG_CMSG_CLOEXEC);
+  std::vector<UniqueFd> received;
   for (cmsghdr* c = CMSG_FIRSTHDR(&m.msg); c; c = CMSG_NXTHDR(&m.msg, c)) {
     if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
-    int fd = -1;
-    std::memcpy(&fd, CMSG_DATA(c), sizeof fd);
-    received.Reset(fd);
+    size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+    for (size_t i = 0; i < count; ++i) {
+      int fd = -1;
+      std::memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof fd);
+      received.emplace_back(fd);
+    }
   }
+  if (got != sizeof prefix) return std::unexpected(Error{"recvmsg", "the peer went away", errno});
+  // More than fit: the kernel dropped some, and the message cannot be taken as meant.
+  if (m.msg.msg_flags & MSG_CTRUNC) return std::unexpected(Error{"recvmsg", "too many descriptors", 0});
   uint32_t body_len = 0;
   for (int i = 3; i >= 0; --i) body_len = (body_len << 8) | static_cast<unsigned char>(prefix[i]);
-  if (body_len > kMaxSetupFrame) return std::unexpected(Error{"setup message", "frame too large", 0});
-  // Exactly this frame: the next one belongs to whoever reads the channel after setup.
+  if (body_len > max_frame) return std::unexpected(Error{"message", "frame too large", 0});
+  // Exactly this frame: the next one belongs to whoever reads the socket after.
   std::string frame(prefix, sizeof prefix);
   frame.resize(sizeof prefix + body_len);
   if (auto ok = ReadExactly(socket, frame.data() + sizeof prefix, body_len); !ok) return std::unexpected(ok.error());
@@ -77,6 +92,7 @@ Expected<std::pair<channel::Message, UniqueFd>> ReceiveWithFd(int socket) {
   reader.Feed(frame.data(), frame.size());
   auto message = reader.Next();
   if (!message) return std::unexpected(message.error());
+  if (!*message) return std::unexpected(Error{"message", "an incomplete frame", 0});
   return std::pair{std::move(**message), std::move(received)};
 }
 

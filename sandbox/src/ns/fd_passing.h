@@ -1,15 +1,25 @@
-// A channel message with a descriptor attached (SCM_RIGHTS), for the rootless storage hand-off.
+// A channel message with descriptors attached (SCM_RIGHTS): the rootless storage hand-off, and
+// an exec's stdio passed to a persistent sandbox's keeper.
 #pragma once
 
+#include <span>
 #include <utility>
+#include <vector>
 
 #include "channel.h"
 #include "unique_fd.h"
 
 namespace smolbox::ns {
 
-Expected<void> SendWithFd(int socket, const channel::Message& message, int fd);
-// Reads exactly one frame, and the descriptor that came with it if any.
-Expected<std::pair<channel::Message, UniqueFd>> ReceiveWithFd(int socket);
+// The most descriptors one message carries.
+inline constexpr size_t kMaxPassedFds = 3;
+
+Expected<void> SendWithFds(int socket, const channel::Message& message, std::span<const int> fds);
+// Reads exactly one frame of at most max_frame bytes, and the descriptors that came with it.
+Expected<std::pair<channel::Message, std::vector<UniqueFd>>> ReceiveWithFds(int socket, uint32_t max_frame);
+
+inline Expected<void> SendWithFd(int socket, const channel::Message& message, int fd) {
+  return SendWithFds(socket, message, std::span<const int>(&fd, 1));
+}
 
 }  // namespace smolbox::ns

@@ -2,6 +2,8 @@
 
 #include <poll.h>
 #include <signal.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -20,42 +22,157 @@ using Clock = std::chrono::steady_clock;
 // The cgroup's CPU time is sampled, and CPU time can be spent on every core at once.
 constexpr int64_t kCpuPollMs = 50;
 constexpr int64_t kCpuSlackMs = 100;
+// POLLOUT on a pipe promises room for PIPE_BUF bytes: a write of that much never blocks, so the
+// loop writes to the caller in pieces this size and keeps its deadlines while the caller is slow.
+constexpr size_t kCallerWriteBytes = 4096;
+// After the exit, how long a half-sent frame may take to finish, so that the channel stays in
+// step for the next exec.
+constexpr int kFinishFrameMs = 2000;
 
 void KillAgent(int pidfd) { syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, nullptr, 0); }
 
+// A write to the caller whose EPIPE is an error rather than a SIGPIPE, whatever this process's
+// disposition: the signal is blocked for the write, and one that the write raised is taken.
+ssize_t WriteWithoutSigpipe(int fd, const char* data, size_t size) {
+  sigset_t pipe_only, old;
+  sigemptyset(&pipe_only);
+  sigaddset(&pipe_only, SIGPIPE);
+  pthread_sigmask(SIG_BLOCK, &pipe_only, &old);
+  sigset_t pending_before;
+  sigpending(&pending_before);
+  ssize_t n = write(fd, data, size);
+  int saved_errno = errno;
+  if (n < 0 && errno == EPIPE && !sigismember(&pending_before, SIGPIPE)) {
+    timespec now{0, 0};
+    sigtimedwait(&pipe_only, nullptr, &now);
+  }
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  errno = saved_errno;
+  return n;
+}
+
+int64_t MsUntil(Clock::time_point t) {
+  auto left = std::chrono::ceil<std::chrono::milliseconds>(t - Clock::now()).count();
+  return std::max<int64_t>(0, left);
+}
+
 class ExecMonitor {
  public:
-  ExecMonitor(int channel, int pidfd, const ExecRequest& request, const Cgroup* cpu_cgroup, int cancel_fd,
-              int64_t grace_ms)
-      : channel_(channel), pidfd_(pidfd), request_(request), cgroup_(cpu_cgroup), cancel_fd_(cancel_fd),
+  ExecMonitor(int channel, int pidfd, const ExecRequest& request, const ExecIo& io, const Cgroup* cpu_cgroup,
+              int cancel_fd, int64_t grace_ms)
+      : channel_(channel), pidfd_(pidfd), request_(request), io_(io), cgroup_(cpu_cgroup), cancel_fd_(cancel_fd),
         backstop_(Clock::now() + std::chrono::milliseconds(request.timeout_ms + grace_ms)),
         // A persistent sandbox's cgroup has run earlier execs: only this one's CPU counts.
-        cpu_base_ms_(cpu_cgroup ? cpu_cgroup->CpuUsageMs().value_or(0) : 0) {}
+        cpu_base_ms_(cpu_cgroup ? cpu_cgroup->CpuUsageMs().value_or(0) : 0),
+        callers_{io.stdout_fd, io.stderr_fd},
+        stdin_done_(!request.stdin_stream) {}
 
   MonitorOutcome Run() {
     while (!done_) {
-      pollfd fds[3] = {{channel_, POLLIN, 0}, {pidfd_, POLLIN, 0}, {cancel_fd_, POLLIN, 0}};
-      int rc = poll(fds, 3, static_cast<int>(NextWakeMs()));
+      while (outgoing_.empty() && WantsStdin() && QueueStdin(/*readable=*/false)) {
+      }
+      enum { kChannel, kPidfd, kCancel, kStdin, kSlots };
+      pollfd fds[kSlots] = {{channel_, static_cast<short>(POLLIN | (outgoing_.empty() ? 0 : POLLOUT)), 0},
+                            {pidfd_, POLLIN, 0},
+                            {cancel_fd_, POLLIN, 0},
+                            {outgoing_.empty() && WantsStdin() ? io_.stdin_fd : -1, POLLIN, 0}};
+      int rc = poll(fds, kSlots, static_cast<int>(NextWakeMs()));
       if (rc < 0 && errno != EINTR) {
         Fail(fmt::format("poll: {}", strerror(errno)));
         break;
       }
-      if (fds[0].revents) ReadChannel();
-      if (!done_ && (fds[1].revents & POLLIN)) AgentExited();
-      if (!done_ && fds[2].revents != 0) {
+      if (fds[kChannel].revents & POLLOUT) Flush();
+      if (!done_ && (fds[kChannel].revents & ~POLLOUT)) ReadChannel();
+      if (!done_ && (fds[kPidfd].revents & POLLIN)) AgentExited();
+      if (!done_ && fds[kCancel].revents != 0) {
         cancel_fd_ = -1;  // the caller is gone; watching it further would only spin
         Cancel();
       }
+      if (!done_ && fds[kStdin].revents != 0) QueueStdin(/*readable=*/true);
       if (!done_) CheckLimits();
     }
+    FinishFrame();
     return std::move(outcome_);
   }
 
  private:
   int64_t NextWakeMs() const {
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(backstop_ - Clock::now()).count();
-    left = std::max<int64_t>(0, left);
+    int64_t left = MsUntil(backstop_);
     return request_.cpu_ms > 0 ? std::min(left, kCpuPollMs) : left;
+  }
+
+  // Stdin moves only while the agent has room for it, one frame at a time.
+  bool WantsStdin() const { return !stdin_done_ && stdin_sent_ - stdin_taken_ < kStdinWindowBytes; }
+
+  // The next chunk of stdin as a frame, or its end; false when there was nothing to read yet.
+  // An fd is read only once poll said so (readable), unless it is a regular file, which never
+  // blocks.
+  bool QueueStdin(bool readable) {
+    size_t room = std::min(kStdinChunkBytes, kStdinWindowBytes - (stdin_sent_ - stdin_taken_));
+    std::string chunk;
+    if (io_.stdin_fd < 0) {
+      chunk = io_.stdin_data.substr(std::min(data_offset_, io_.stdin_data.size()), room);
+      data_offset_ += chunk.size();
+    } else {
+      if (!readable && !StdinIsRegularFile()) return false;
+      chunk.resize(room);
+      ssize_t n = read(io_.stdin_fd, chunk.data(), chunk.size());
+      if (n < 0 && (errno == EINTR || errno == EAGAIN)) return false;
+      if (n < 0) outcome_.warnings.push_back(fmt::format("stdin: read failed: {}; the workload saw EOF", strerror(errno)));
+      chunk.resize(static_cast<size_t>(std::max<ssize_t>(n, 0)));
+    }
+    if (chunk.empty()) {
+      stdin_done_ = true;
+      Queue(EncodeStdinEnd());
+      return true;
+    }
+    stdin_sent_ += chunk.size();
+    Queue(EncodeStdin(std::move(chunk)));
+    return true;
+  }
+
+  bool StdinIsRegularFile() {
+    if (!stdin_regular_) {
+      struct stat st{};
+      stdin_regular_ = fstat(io_.stdin_fd, &st) == 0 && S_ISREG(st.st_mode);
+    }
+    return *stdin_regular_;
+  }
+
+  // Frames to the agent go out without blocking: the agent may be busy sending output, and
+  // this loop must go on reading it.
+  void Queue(const channel::Message& message) {
+    outgoing_ += channel::Encode(message);
+    Flush();
+  }
+
+  void Flush() {
+    while (!outgoing_.empty()) {
+      ssize_t n = send(channel_, outgoing_.data(), outgoing_.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
+      if (n < 0) return Broken(fmt::format("write: {}", strerror(errno)));
+      outgoing_.erase(0, static_cast<size_t>(n));
+    }
+  }
+
+  // A frame cut in the middle would make the agent read garbage after it. Whole frames not yet
+  // begun are as good as sent: the agent drops stdin that outlived its exec.
+  void FinishFrame() {
+    auto deadline = Clock::now() + std::chrono::milliseconds(kFinishFrameMs);
+    while (!outgoing_.empty() && Clock::now() < deadline) {
+      pollfd fd{channel_, POLLOUT, 0};
+      if (poll(&fd, 1, static_cast<int>(MsUntil(deadline))) <= 0 || (fd.revents & POLLOUT) == 0) break;
+      ssize_t n = send(channel_, outgoing_.data(), outgoing_.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+      if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+      if (n <= 0) break;
+      outgoing_.erase(0, static_cast<size_t>(n));
+    }
+    if (!outgoing_.empty()) {
+      // The channel is out of step for good: the sandbox cannot serve another exec.
+      KillAgent(pidfd_);
+      if (outcome_.error.empty() && !outcome_.report) outcome_.error = "agent channel: a frame could not be finished";
+    }
   }
 
   void ReadChannel() {
@@ -78,6 +195,11 @@ class ExecMonitor {
 
   void Handle(const channel::Message& message) {
     if (message.Type() == "output") return Output(IntOr(message.header, "fd", 0), message.tail);
+    if (message.Type() == "stdin_taken") return StdinTaken(message);
+    if (message.Type() == "stdin_closed") {
+      stdin_done_ = true;  // the workload closed its stdin: nothing more is read
+      return;
+    }
     if (message.Type() == "exit") {
       auto report = DecodeExit(message);
       if (!report) return Broken(report.error().ToString());
@@ -88,18 +210,51 @@ class ExecMonitor {
     Broken(fmt::format("unexpected message type \"{}\" from the agent", message.Type()));
   }
 
+  void StdinTaken(const channel::Message& message) {
+    auto bytes = message.header.contains("bytes") && message.header["bytes"].is_number_unsigned()
+                     ? message.header["bytes"].get<uint64_t>()
+                     : UINT64_MAX;
+    if (bytes > stdin_sent_ - stdin_taken_) return Broken("the agent took more stdin than it was sent");
+    stdin_taken_ += bytes;
+  }
+
   void Output(int fd, const std::string& bytes) {
-    bool is_out = fd == 1;
-    std::string& sink = is_out ? outcome_.stdout_data : outcome_.stderr_data;
-    bool& truncated = is_out ? outcome_.stdout_truncated : outcome_.stderr_truncated;
+    int stream = fd == 1 ? 0 : 1;
     auto cap = static_cast<size_t>(request_.output_bytes);
-    size_t room = cap - std::min(cap, sink.size());
-    sink.append(bytes, 0, std::min(room, bytes.size()));
+    size_t room = cap - std::min(cap, counted_[stream]);
+    size_t keeping = std::min(room, bytes.size());
+    counted_[stream] += keeping;
+    Deliver(stream, std::string_view(bytes).substr(0, keeping));
     if (bytes.size() <= room) return;
-    truncated = true;
+    (stream == 0 ? outcome_.stdout_truncated : outcome_.stderr_truncated) = true;
     // The agent caps output itself; more than the cap means it no longer does.
     outcome_.output_overflow = true;
     KillAgent(pidfd_);
+  }
+
+  void Deliver(int stream, std::string_view bytes) {
+    if (callers_[stream] < 0) {
+      (stream == 0 ? outcome_.stdout_data : outcome_.stderr_data).append(bytes);
+      return;
+    }
+    while (!bytes.empty() && !done_ && callers_[stream] >= 0) {
+      pollfd fd{callers_[stream], POLLOUT, 0};
+      int rc = poll(&fd, 1, static_cast<int>(MsUntil(backstop_)));
+      if (rc < 0 && errno == EINTR) continue;
+      if (rc == 0) return CheckLimits();  // the caller stalled the exec past its backstop
+      ssize_t n = -1;
+      if (fd.revents & POLLOUT) {
+        n = WriteWithoutSigpipe(callers_[stream], bytes.data(), std::min(bytes.size(), kCallerWriteBytes));
+        if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+      }
+      if (n <= 0) {
+        // The caller closed its end: like a pipeline's writer, the exec ends.
+        callers_[stream] = -1;
+        Cancel();
+        return;
+      }
+      bytes.remove_prefix(static_cast<size_t>(n));
+    }
   }
 
   void AgentExited() {
@@ -122,7 +277,8 @@ class ExecMonitor {
   void Cancel() {
     if (cancel_sent_) return;
     cancel_sent_ = true;
-    if (auto sent = channel::WriteMessage(channel_, EncodeCancel()); !sent) Broken(sent.error().ToString());
+    stdin_done_ = true;
+    Queue(EncodeCancel());
   }
 
   void CheckLimits() {
@@ -143,6 +299,7 @@ class ExecMonitor {
 
   void Broken(const std::string& why) {
     KillAgent(pidfd_);
+    outgoing_.clear();  // nothing more can reach a dead agent
     Fail("agent channel: " + why);
   }
 
@@ -154,6 +311,7 @@ class ExecMonitor {
   int channel_;
   int pidfd_;
   const ExecRequest& request_;
+  const ExecIo& io_;
   const Cgroup* cgroup_;
   int cancel_fd_;
   bool cancel_sent_ = false;
@@ -162,6 +320,14 @@ class ExecMonitor {
   channel::FrameReader reader_{"agent message"};
   MonitorOutcome outcome_;
   bool done_ = false;
+  int callers_[2];               // where stdout and stderr stream to; -1: into the outcome
+  size_t counted_[2] = {0, 0};   // output bytes so far, against the cap
+  std::string outgoing_;         // encoded frames for the agent, not yet written
+  bool stdin_done_;              // its end is queued, or the workload closed it
+  size_t stdin_sent_ = 0;
+  size_t stdin_taken_ = 0;
+  size_t data_offset_ = 0;       // into io.stdin_data
+  std::optional<bool> stdin_regular_;
 };
 
 }  // namespace
@@ -197,9 +363,9 @@ void ApplyOutcome(const MonitorOutcome& outcome, const std::string& backstop_war
   }
 }
 
-MonitorOutcome MonitorExec(int channel, int agent_pidfd, const ExecRequest& request,
+MonitorOutcome MonitorExec(int channel, int agent_pidfd, const ExecRequest& request, const ExecIo& io,
                            const Cgroup* cpu_cgroup, int cancel_fd, int64_t grace_ms) {
-  return ExecMonitor(channel, agent_pidfd, request, cpu_cgroup, cancel_fd, grace_ms).Run();
+  return ExecMonitor(channel, agent_pidfd, request, io, cpu_cgroup, cancel_fd, grace_ms).Run();
 }
 
 }  // namespace smolbox::ns

@@ -1,5 +1,6 @@
 // The runtime's side of a run: one poll loop over the agent's channel and its pidfd, with a
-// deadline recomputed on every pass (after sandbox2's monitor).
+// deadline recomputed on every pass (after sandbox2's monitor). It streams the exec's stdin to
+// the agent under the protocol's window, and its output to the caller's fds as it arrives.
 //
 // The agent enforces the wall timeout, output caps and CPU rlimit inside the sandbox. The
 // monitor is the backstop for an agent that cannot: it kills the agent (and so the whole pid
@@ -11,15 +12,17 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "cgroup.h"
 #include "exec_protocol.h"
+#include "smolbox/backend.h"
 
 namespace smolbox::ns {
 
 struct MonitorOutcome {
   std::optional<ExecReport> report;  // the agent's own account, when it gave one
-  std::string stdout_data;
+  std::string stdout_data;           // what was not streamed to the caller
   std::string stderr_data;
   bool stdout_truncated = false;
   bool stderr_truncated = false;
@@ -27,6 +30,7 @@ struct MonitorOutcome {
   bool cpu_limit_fired = false;    // the cgroup's CPU time passed the limit: the exec was cancelled
   bool output_overflow = false;    // the agent sent more than the cap allowed
   std::string error;               // the channel broke or the agent died without a report
+  std::vector<std::string> warnings;  // about the caller's stdio: a stdin that failed to read
 };
 
 inline constexpr int64_t kBackstopGraceMs = 2000;
@@ -41,7 +45,10 @@ void ApplyOutcome(const MonitorOutcome& outcome, const std::string& backstop_war
 // cpu_cgroup: whose CPU time counts against request.cpu_ms; null where the host cannot tell
 // (a VM's emulation costs CPU the workload never used). cancel_fd (-1: none): once it is
 // readable or hung up, the agent is told to cancel the exec. The backstop fires at timeout + grace.
-MonitorOutcome MonitorExec(int channel, int agent_pidfd, const ExecRequest& request,
+// Output to a caller that stops reading waits for it, but no longer than the backstop; a
+// caller that closed its end (EPIPE) has gone, and the exec is cancelled.
+// request.stdin_stream must say whether io has a stdin.
+MonitorOutcome MonitorExec(int channel, int agent_pidfd, const ExecRequest& request, const ExecIo& io,
                            const Cgroup* cpu_cgroup, int cancel_fd, int64_t grace_ms = kBackstopGraceMs);
 
 }  // namespace smolbox::ns

@@ -35,6 +35,8 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 constexpr int64_t kSetupTimeoutMs = 30000;
+// Setup messages are small: a storage hand-off, a list of warnings.
+constexpr uint32_t kMaxSetupFrameBytes = 1 << 20;
 constexpr const char* kDefaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 
 int64_t MsSince(Clock::time_point start) {
@@ -125,14 +127,16 @@ Expected<std::pair<channel::Message, UniqueFd>> AwaitSetup(const Sandbox& box) {
   int rc = poll(fds, 2, kSetupTimeoutMs);
   if (rc == 0) return std::unexpected(Error{"setup", "the sandbox did not start within 30 s", ETIMEDOUT});
   if (!(fds[0].revents & POLLIN)) return std::unexpected(Error{"setup", "the sandbox's setup died", 0});
-  auto got = ReceiveWithFd(box.channel.get());
-  if (!got) return got;
+  auto got = ReceiveWithFds(box.channel.get(), kMaxSetupFrameBytes);
+  if (!got) return std::unexpected(Error{"setup", "the sandbox's setup went away: " + got.error().ToString(), 0});
   if (got->first.Type() == "setup_error") {
     const auto& h = got->first.header;
     return std::unexpected(
         Error{StringOr(h, "where", "setup"), StringOr(h, "what", ""), IntOr(h, "errno", 0)});
   }
-  return got;
+  if (got->second.size() > 1) return std::unexpected(Error{"setup", "a setup message came with several descriptors", 0});
+  UniqueFd fd = got->second.empty() ? UniqueFd() : std::move(got->second.front());
+  return std::pair{std::move(got->first), std::move(fd)};
 }
 
 Expected<void> AwaitReady(const RunSpec& spec, Sandbox& box, RunResult& result) {
@@ -160,7 +164,7 @@ Expected<void> AwaitReady(const RunSpec& spec, Sandbox& box, RunResult& result) 
 }
 
 
-ExecRequest MakeRequest(const RunSpec& spec, const Sandbox& box, std::string stdin_data) {
+ExecRequest MakeRequest(const RunSpec& spec, const Sandbox& box, const ExecIo& io) {
   ExecRequest r;
   r.argv = spec.argv;
   r.env = {{"PATH", kDefaultPath}, {"HOME", spec.workdir}, {"LANG", "C.UTF-8"}};
@@ -175,7 +179,7 @@ ExecRequest MakeRequest(const RunSpec& spec, const Sandbox& box, std::string std
   // Weaker stand-ins where no cgroup holds the limit; the result warns about each.
   if (!box.cgroup->holds_memory()) r.memory_bytes = spec.limits.memory_mib << 20;
   if (!box.cgroup->holds_pids()) r.nproc = spec.limits.pids;
-  r.stdin_data = std::move(stdin_data);
+  r.stdin_stream = io.has_stdin();
   return r;
 }
 
@@ -266,7 +270,7 @@ class NsSession final : public Session {
     StopAgent(*box_);
   }
 
-  RunResult Exec(const RunSpec& spec, std::string stdin_data, int cancel_fd) override {
+  RunResult Exec(const RunSpec& spec, const ExecIo& io, int cancel_fd) override {
     RunResult result;
     result.backend = "ns";
     result.isolation = "namespaces";
@@ -277,17 +281,18 @@ class NsSession final : public Session {
       return result;
     }
     auto run_start = Clock::now();
-    ExecRequest request = MakeRequest(spec, *box_, std::move(stdin_data));
+    ExecRequest request = MakeRequest(spec, *box_, io);
     CgroupMarks before = Mark(*box_->cgroup);
     MonitorOutcome outcome;
     if (auto sent = channel::WriteMessage(box_->channel.get(), EncodeExec(request)); !sent) {
       outcome.error = sent.error().ToString();
     } else {
-      outcome = MonitorExec(box_->channel.get(), box_->pidfd.get(), request, &*box_->cgroup, cancel_fd);
+      outcome = MonitorExec(box_->channel.get(), box_->pidfd.get(), request, io, &*box_->cgroup, cancel_fd);
     }
     result.timings.run_ms = MsSince(run_start);
     auto teardown_start = Clock::now();
     Classify(outcome, *box_->cgroup, before, ++execs_ == 1, result);
+    for (auto& warning : outcome.warnings) result.Warn(std::move(warning));
     result.stdout_data = std::move(outcome.stdout_data);
     result.stderr_data = std::move(outcome.stderr_data);
     result.stdout_truncated = outcome.stdout_truncated || (outcome.report && outcome.report->stdout_truncated);

@@ -15,8 +15,6 @@
 namespace smolbox::ns {
 namespace {
 
-constexpr int64_t kMaxStdinBytes = 64 << 20;
-
 size_t RwCount(const std::vector<HostVolume>& volumes) {
   size_t n = 0;
   for (const auto& v : volumes) n += v.mount->read_only ? 0 : 1;
@@ -88,22 +86,13 @@ void CopyBackVolumes(const RunSpec& spec, const std::vector<HostVolume>& volumes
   }
 }
 
-Expected<std::string> ReadStdin(const RunSpec& spec) {
-  if (spec.stdin_data) return *spec.stdin_data;
-  if (!spec.stdin_file) return std::string();
-  UniqueFd fd(open(spec.stdin_file->c_str(), O_RDONLY | O_CLOEXEC));
-  if (!fd.valid()) return std::unexpected(Error{"stdin_file", *spec.stdin_file + ": " + strerror(errno), 0});
-  std::string data;
-  char buffer[65536];
-  for (ssize_t n; (n = read(fd.get(), buffer, sizeof buffer)) != 0;) {
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return std::unexpected(Error::Sys("read " + *spec.stdin_file));
-    data.append(buffer, static_cast<size_t>(n));
-    if (static_cast<int64_t>(data.size()) > kMaxStdinBytes) {
-      return std::unexpected(Error{"stdin_file", "larger than 64 MiB", 0});
-    }
-  }
-  return data;
+Expected<UniqueFd> OpenStdinFile(const std::string& path) {
+  UniqueFd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY));
+  if (!fd.valid()) return std::unexpected(Error{"stdin_file", path + ": " + strerror(errno), 0});
+  struct stat st {};
+  if (fstat(fd.get(), &st) != 0) return std::unexpected(Error::Sys("fstat " + path));
+  if (S_ISDIR(st.st_mode)) return std::unexpected(Error{"stdin_file", path + " is a directory", 0});
+  return fd;
 }
 
 }  // namespace smolbox::ns

@@ -41,7 +41,7 @@ Expected<void> FillStorage(const RunSpec& spec, const std::vector<HostVolume>& v
 // warnings in the result.
 void CopyBackVolumes(const RunSpec& spec, const std::vector<HostVolume>& volumes, const Storage& storage,
                      RunResult& result);
-// The workload's stdin: the spec's bytes or its file, at most 64 MiB.
-Expected<std::string> ReadStdin(const RunSpec& spec);
+// A stdin file, opened for streaming: a regular file of any size, a pipe or a terminal.
+Expected<UniqueFd> OpenStdinFile(const std::string& path);
 
 }  // namespace smolbox::ns

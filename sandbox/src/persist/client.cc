@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include "fd_passing.h"
 #include "sandbox_state.h"
 #include "state.h"
 #include "workspace.h"
@@ -65,13 +66,9 @@ bool AskToStop(int dir_fd) {
 
 }  // namespace
 
-Expected<std::string> ReadStdinFile(const std::string& path) {
-  RunSpec spec;
-  spec.stdin_file = path;
-  return ns::ReadStdin(spec);
-}
+Expected<UniqueFd> OpenStdinFile(const std::string& path) { return ns::OpenStdinFile(path); }
 
-RunResult ExecInSandbox(const std::string& name, const ExecOrder& order) {
+RunResult ExecInSandbox(const std::string& name, const ExecOrder& order, const ExecIo& io) {
   auto dir = OpenSandboxDir(name);
   if (!dir) return Refused(dir.error().ToString());
   auto lock = TryLock(dir->get());
@@ -86,7 +83,10 @@ RunResult ExecInSandbox(const std::string& name, const ExecOrder& order) {
   if (!KeeperAlive(*listing.info)) return Refused(Dead(name, "its keeper process is gone"));
   auto conn = Connect(dir->get());
   if (!conn) return Refused(Dead(name, conn.error().ToString()));
-  if (auto sent = channel::WriteMessage(conn->get(), EncodeExecOrder(order)); !sent) {
+  std::vector<int> fds;
+  if (order.sends_stdin) fds.push_back(io.stdin_fd);
+  if (order.streams_output) fds.insert(fds.end(), {io.stdout_fd, io.stderr_fd});
+  if (auto sent = ns::SendWithFds(conn->get(), EncodeExecOrder(order), fds); !sent) {
     return Refused(Dead(name, sent.error().ToString()));
   }
   auto result = ReceiveResult(conn->get());

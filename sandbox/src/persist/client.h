@@ -4,17 +4,20 @@
 #include <string>
 
 #include "control_protocol.h"
+#include "smolbox/backend.h"
 #include "smolbox/error.h"
 #include "smolbox/result.h"
+#include "unique_fd.h"
 
 namespace smolbox::persist {
 
 // Runs one command in the sandbox `name`. A busy, dead or unknown sandbox is a setup_error
-// result that says which, and what to do about it.
-RunResult ExecInSandbox(const std::string& name, const ExecOrder& order);
+// result that says which, and what to do about it. io's fds go to the keeper as the order's
+// sends_stdin and streams_output say (its stdin_data is not used).
+RunResult ExecInSandbox(const std::string& name, const ExecOrder& order, const ExecIo& io);
 
-// An exec's --stdin file, read as run reads one (at most 64 MiB).
-Expected<std::string> ReadStdinFile(const std::string& path);
+// An exec's --stdin file, opened as run opens one, for streaming.
+Expected<UniqueFd> OpenStdinFile(const std::string& path);
 
 // Stops the sandbox (when it runs) and removes it, leaving no process, mount, cgroup, state
 // directory or QEMU. A busy sandbox is refused unless force, which kills its keeper mid-exec.

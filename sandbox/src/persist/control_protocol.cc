@@ -23,10 +23,11 @@ Expected<void> SendOutput(int fd, int stream, const std::string& data) {
 }  // namespace
 
 channel::Message EncodeExecOrder(const ExecOrder& order) {
-  nlohmann::json header = {{"type", "exec"}, {"argv", order.argv}, {"env", order.env}};
+  nlohmann::json header = {{"type", "exec"}, {"argv", order.argv}, {"env", order.env},
+                            {"stdin", order.sends_stdin}, {"stream_output", order.streams_output}};
   if (order.workdir) header["workdir"] = *order.workdir;
   if (order.timeout_ms) header["timeout_ms"] = *order.timeout_ms;
-  return {header, order.stdin_data};
+  return {header, ""};
 }
 
 Expected<ExecOrder> DecodeExecOrder(const channel::Message& message) {
@@ -41,7 +42,10 @@ Expected<ExecOrder> DecodeExecOrder(const channel::Message& message) {
     if (h.contains("workdir")) order.workdir = h.at("workdir").get<std::string>();
     field = "timeout_ms";
     if (h.contains("timeout_ms")) order.timeout_ms = IntegerAt<int64_t>(h, "timeout_ms");
-    order.stdin_data = message.tail;
+    field = "stdin";
+    order.sends_stdin = h.at("stdin").get<bool>();
+    field = "stream_output";
+    order.streams_output = h.at("stream_output").get<bool>();
     return order;
   } catch (const nlohmann::json::exception& e) {
     return std::unexpected(Error::Field(field, e.what()));

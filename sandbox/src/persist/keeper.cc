@@ -18,6 +18,7 @@
 #include <fmt/format.h>
 
 #include "control_protocol.h"
+#include "fd_passing.h"
 #include "sandbox_state.h"
 #include "smolbox/backend.h"
 #include "state.h"
@@ -28,6 +29,8 @@ namespace {
 constexpr int kListenBacklog = 8;
 // A client that connects must send its request promptly; it cannot stall the keeper.
 constexpr int kRequestTimeoutSec = 10;
+// A request is an exec's argv and env at most: the channel's header bound holds them.
+constexpr uint32_t kMaxRequestBytes = channel::kMaxHeaderBytes + 1024;
 
 std::string NowIso8601() {
   std::time_t now = std::time(nullptr);
@@ -103,9 +106,9 @@ class Keeper {
     if (!client.valid() || !PeerIsOurUser(client.get())) return true;
     timeval timeout{kRequestTimeoutSec, 0};
     setsockopt(client.get(), SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
-    auto message = channel::ReadMessage(client.get(), "control message");
-    if (!message || !*message) return true;
-    const auto& m = **message;
+    auto message = ns::ReceiveWithFds(client.get(), kMaxRequestBytes);
+    if (!message) return true;
+    const auto& [m, fds] = *message;
     if (m.Type() == "stop") {
       session_.reset();
       unlinkat(dir_fd_, kControlSocket, 0);
@@ -116,7 +119,7 @@ class Keeper {
     if (m.Type() != "exec") {
       result = SetupFailure(result, Error{"request", fmt::format("unknown request {:?}", m.Type()), 0});
     } else {
-      result = Exec(m, client.get());
+      result = Exec(m, fds, client.get());
     }
     // A client that went away meanwhile costs nothing but this write's EPIPE.
     (void)SendResult(client.get(), result);
@@ -124,17 +127,28 @@ class Keeper {
   }
 
   // The client sends nothing more during its exec: readable means it went away (Ctrl-C, a
-  // kill), and then so does the workload.
-  RunResult Exec(const channel::Message& message, int client_fd) {
+  // kill), and then so does the workload. Its stdio came as descriptors with the order.
+  RunResult Exec(const channel::Message& message, const std::vector<UniqueFd>& fds, int client_fd) {
     auto order = DecodeExecOrder(message);
     if (!order) return SetupFailure({}, order.error());
+    if (fds.size() != order->fd_count()) {
+      return SetupFailure({}, Error{"request", fmt::format("came with {} descriptors, not the {} it names", fds.size(),
+                                                           order->fd_count()), 0});
+    }
+    ExecIo io;
+    size_t next = 0;
+    if (order->sends_stdin) io.stdin_fd = fds[next++].get();
+    if (order->streams_output) {
+      io.stdout_fd = fds[next++].get();
+      io.stderr_fd = fds[next++].get();
+    }
     RunSpec spec = spec_;
     spec.argv = order->argv;
     for (const auto& [key, value] : order->env) spec.env.insert_or_assign(key, value);
     if (order->workdir) spec.workdir = *order->workdir;
     if (order->timeout_ms) spec.limits.timeout_ms = *order->timeout_ms;
     if (auto ok = ValidateRunSpec(spec); !ok) return SetupFailure({}, ok.error());
-    return session_->Exec(spec, std::move(order->stdin_data), client_fd);
+    return session_->Exec(spec, io, client_fd);
   }
 
   // Marked dead and closed to requests first: a teardown (a VM's power-off) takes a moment,

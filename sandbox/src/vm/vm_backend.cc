@@ -411,7 +411,7 @@ Expected<void> Prepare(const RunSpec& spec, Vm& vm, RunResult& result) {
   return SetUpGuest(spec, vm);
 }
 
-ExecRequest MakeRequest(const RunSpec& spec, const Vm& vm, std::string stdin_data) {
+ExecRequest MakeRequest(const RunSpec& spec, const Vm& vm, const ExecIo& io) {
   ExecRequest r;
   r.argv = spec.argv;
   r.env = {{"PATH", kDefaultPath}, {"HOME", spec.workdir}, {"LANG", "C.UTF-8"}};
@@ -423,7 +423,7 @@ ExecRequest MakeRequest(const RunSpec& spec, const Vm& vm, std::string stdin_dat
   r.cpu_ms = spec.limits.cpu_ms.value_or(0);
   r.output_bytes = spec.limits.output_bytes;
   r.files = spec.limits.files;
-  r.stdin_data = std::move(stdin_data);
+  r.stdin_stream = io.has_stdin();
   return r;
 }
 
@@ -444,7 +444,7 @@ class VmSession final : public Session {
   explicit VmSession(std::unique_ptr<Vm> vm) : vm_(std::move(vm)) {}
   ~VmSession() override { StopVm(*vm_); }
 
-  RunResult Exec(const RunSpec& spec, std::string stdin_data, int cancel_fd) override {
+  RunResult Exec(const RunSpec& spec, const ExecIo& io, int cancel_fd) override {
     RunResult result;
     result.backend = "vm";
     result.isolation = vm_->accel == Accel::kKvm ? "kvm" : "tcg";
@@ -454,19 +454,20 @@ class VmSession final : public Session {
       return result;
     }
     auto run_start = Clock::now();
-    ExecRequest request = MakeRequest(spec, *vm_, std::move(stdin_data));
+    ExecRequest request = MakeRequest(spec, *vm_, io);
     ns::MonitorOutcome outcome;
     int64_t grace = vm_->accel == Accel::kKvm ? kBackstopGraceKvmMs : kBackstopGraceTcgMs;
     if (auto sent = channel::WriteMessage(vm_->channel.get(), EncodeExec(request)); !sent) {
       outcome.error = sent.error().ToString();
     } else {
-      outcome = ns::MonitorExec(vm_->channel.get(), vm_->qemu.pidfd.get(), request, nullptr, cancel_fd, grace);
+      outcome = ns::MonitorExec(vm_->channel.get(), vm_->qemu.pidfd.get(), request, io, nullptr, cancel_fd, grace);
     }
     result.timings.run_ms = MsSince(run_start);
     auto teardown_start = Clock::now();
     // The agent in the guest holds the workload's cgroup: its report has the limits too.
     ns::ApplyOutcome(outcome, "timeout: the agent in the guest did not end the run; the host backstop killed the VM",
                      result);
+    for (auto& warning : outcome.warnings) result.Warn(std::move(warning));
     result.stdout_data = std::move(outcome.stdout_data);
     result.stderr_data = std::move(outcome.stderr_data);
     result.stdout_truncated = outcome.stdout_truncated || (outcome.report && outcome.report->stdout_truncated);
