@@ -16,9 +16,13 @@ namespace {
 constexpr const char* kNewRoot = "/newroot";
 constexpr const char* kStorageMount = "/storage";
 
-// cache=none: every write reaches the host's storage at once, so the host copies back
-// exactly what the guest wrote, even when the VM is killed.
-std::string NinePOptions() { return "trans=virtio,version=9p2000.L,msize=262144,cache=none"; }
+// cache=mmap: write() still reaches the host's storage at once, so the host copies back
+// exactly what the guest wrote, even when the VM is killed, and ENOSPC from the quota comes
+// back to the write that hit it. Unlike cache=none it lets a file be mapped shared and
+// writable (numpy.memmap, SQLite's WAL index, the semaphores of multiprocessing in /dev/shm);
+// the guest writes a mapping's dirty pages back at msync and at munmap, so by the time the
+// workload has exited they are on the host.
+std::string NinePOptions() { return "trans=virtio,version=9p2000.L,msize=262144,cache=mmap"; }
 
 Expected<void> MountShare(const std::string& tag, const std::string& target, bool read_only) {
   unsigned long flags = MS_NOSUID | MS_NODEV | (read_only ? MS_RDONLY : 0);

@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <sys/sendfile.h>
 #include <sys/stat.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include <map>
@@ -44,6 +45,21 @@ Expected<std::map<std::string, struct stat>> List(int dir_fd) {
     if (fstatat(dir_fd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0) entries.emplace(name, st);
   }
   return entries;
+}
+
+// An entry as the guest made it, from user.virtfs.mode (see Metadata). The host's type stays
+// the authority: a type the xattr names that the host does not have, as a regular file or a
+// directory, makes the entry a "special file", which never crosses.
+void MapMetadata(int dir_fd, std::map<std::string, struct stat>& entries) {
+  for (auto& [name, st] : entries) {
+    uint32_t mode = 0;
+    // By /proc/self/fd, and with lgetxattr: the entry itself, never what a link names.
+    std::string path = fmt::format("/proc/self/fd/{}/{}", dir_fd, name);
+    if (lgetxattr(path.c_str(), "user.virtfs.mode", &mode, sizeof mode) != sizeof mode) continue;
+    mode_t type = mode & S_IFMT;
+    bool mismatch = (type == S_IFREG || type == S_IFDIR) && type != (st.st_mode & S_IFMT);
+    st.st_mode = mismatch ? 0 : mode;
+  }
 }
 
 Expected<UniqueFd> OpenDir(int parent, const std::string& name) {
@@ -128,6 +144,7 @@ struct Walk {
   bool from_sandbox;  // copy-back: drop hardlinks, mirror deletions, skip what fails
   int64_t* budget;    // bytes left to copy: a sparse file must not inflate on the host
   std::vector<std::string>* dropped;
+  Metadata metadata = Metadata::kNative;  // of the sandbox's side
 };
 
 // What can cross at all; anything else on the host side never entered the sandbox, so its
@@ -145,9 +162,10 @@ struct Level {
   size_t next = 0;
 };
 
-Expected<Level> OpenLevel(UniqueFd from, UniqueFd to, std::string path) {
+Expected<Level> OpenLevel(UniqueFd from, UniqueFd to, std::string path, const Walk& walk) {
   auto entries = List(from.get());
   if (!entries) return std::unexpected(Error{path, entries.error().ToString(), 0});
+  if (walk.metadata == Metadata::kMappedXattr) MapMetadata(from.get(), *entries);
   auto existing = List(to.get());
   if (!existing) return std::unexpected(Error{path, existing.error().ToString(), 0});
   return Level{std::move(from), std::move(to), std::move(path), {entries->begin(), entries->end()}, std::move(*existing), 0};
@@ -203,7 +221,7 @@ Expected<std::optional<Level>> Descend(Level& level, const std::string& name, co
   }
   auto from = OpenDir(level.from.get(), name);
   auto to = from ? EnsureDir(level.to.get(), name, st.st_mode, walk.owner) : std::unexpected(from.error());
-  auto next = to ? OpenLevel(std::move(*from), std::move(*to), rel) : std::unexpected(to.error());
+  auto next = to ? OpenLevel(std::move(*from), std::move(*to), rel, walk) : std::unexpected(to.error());
   if (!next) {
     if (auto skipped = Skip(walk, rel, next.error()); !skipped) return std::unexpected(skipped.error());
     return std::nullopt;
@@ -229,7 +247,7 @@ Expected<void> Sync(int from_dir, int to_dir, const Walk& walk) {
   UniqueFd from(fcntl(from_dir, F_DUPFD_CLOEXEC, 0));
   UniqueFd to(fcntl(to_dir, F_DUPFD_CLOEXEC, 0));
   if (!from.valid() || !to.valid()) return std::unexpected(Error::Sys("dup a volume's directory"));
-  auto top = OpenLevel(std::move(from), std::move(to), "");
+  auto top = OpenLevel(std::move(from), std::move(to), "", walk);
   if (!top) return std::unexpected(top.error());
   std::vector<Level> stack;
   stack.push_back(std::move(*top));
@@ -260,8 +278,8 @@ Expected<void> CopyIn(int from_dir, int to_dir, Owner owner, int64_t* budget,
 }
 
 Expected<void> CopyBack(int sandbox_dir, int host_dir, Owner owner, int64_t budget,
-                        std::vector<std::string>* dropped) {
-  return Sync(sandbox_dir, host_dir, Walk{owner, true, &budget, dropped});
+                        std::vector<std::string>* dropped, Metadata metadata) {
+  return Sync(sandbox_dir, host_dir, Walk{owner, true, &budget, dropped, metadata});
 }
 
 }  // namespace smolbox::ns

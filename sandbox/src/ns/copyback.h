@@ -32,6 +32,13 @@ struct Owner {
   gid_t gid = 0;
 };
 
+// How the sandbox's side records what an entry is. The vm's storage is served by QEMU with
+// security_model=mapped-xattr: there every entry is a regular file or a directory on the host,
+// and the type and mode the guest gave it are in its user.virtfs.mode xattr. The copy-back
+// takes them from there, so a guest's symlink or FIFO is dropped like one, never copied as the
+// regular file that holds it.
+enum class Metadata { kNative, kMappedXattr };
+
 // Copies the tree at from_dir into the empty to_dir, owned by `owner`, spending *budget bytes;
 // a tree larger than the budget is an error.
 Expected<void> CopyIn(int from_dir, int to_dir, Owner owner, int64_t* budget,
@@ -40,6 +47,6 @@ Expected<void> CopyIn(int from_dir, int to_dir, Owner owner, int64_t* budget,
 // file and rename), entries the sandbox deleted are removed. New entries are owned by `owner`.
 // At most `budget` bytes are written: a sparse file cannot inflate past the storage quota.
 Expected<void> CopyBack(int sandbox_dir, int host_dir, Owner owner, int64_t budget,
-                        std::vector<std::string>* dropped);
+                        std::vector<std::string>* dropped, Metadata metadata = Metadata::kNative);
 
 }  // namespace smolbox::ns

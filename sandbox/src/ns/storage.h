@@ -17,6 +17,7 @@
 #include <string>
 #include <utility>
 
+#include "copyback.h"
 #include "smolbox/error.h"
 #include "unique_fd.h"
 
@@ -33,7 +34,8 @@ class Storage {
   Storage(Storage&& other) noexcept
       : root_(std::move(other.root_)),
         mountpoint_(std::exchange(other.mountpoint_, {})),
-        disk_backed_(other.disk_backed_) {}
+        disk_backed_(other.disk_backed_),
+        metadata_(other.metadata_) {}
   Storage& operator=(Storage&&) = delete;
   ~Storage();
 
@@ -47,12 +49,18 @@ class Storage {
 
   static std::string VolumeDir(size_t index) { return "vol" + std::to_string(index); }
 
+  // How entries record their type and mode: the vm backend's QEMU serves the storage with
+  // mapped-xattr, and says so here so that the copy-back reads them from there.
+  Metadata metadata() const { return metadata_; }
+  void set_metadata(Metadata metadata) { metadata_ = metadata; }
+
  private:
   Storage(UniqueFd root, std::string mountpoint)
       : root_(std::move(root)), mountpoint_(std::move(mountpoint)), disk_backed_(!mountpoint_.empty()) {}
   UniqueFd root_;
   std::string mountpoint_;  // disk-backed only
   bool disk_backed_ = false;
+  Metadata metadata_ = Metadata::kNative;
 };
 
 // Options for the rootless tmpfs, mounted by the sandbox's setup.

@@ -79,7 +79,7 @@ void CopyBackVolumes(const RunSpec& spec, const std::vector<HostVolume>& volumes
     fstat(v.fd.get(), &host);
     std::vector<std::string> dropped;
     auto ok = from.valid() ? CopyBack(from.get(), v.fd.get(), Owner{host.st_uid, host.st_gid},
-                                      spec.limits.storage_mib << 20, &dropped)
+                                      spec.limits.storage_mib << 20, &dropped, storage.metadata())
                            : std::unexpected(Error{"storage", "the volume's copy is gone", 0});
     for (const auto& d : dropped) result.Warn(fmt::format("mounts[{}]: {} back to the host", i, d));
     if (!ok) result.Warn(fmt::format("mounts[{}]: copy-back stopped: {}", i, ok.error().ToString()));

@@ -112,8 +112,14 @@ std::vector<std::string> QemuArgv(const Qemu& qemu, const VmConfig& c) {
       "-device", "virtserialport,chardev=agent,name=smolbox.agent",
   });
   for (const auto& share : c.shares) {
-    std::string fsdev = fmt::format("local,id={},path={},security_model=none", share.tag, share.path);
-    if (share.read_only) fsdev += ",readonly=on";
+    // The writable storage is mapped-xattr: what the guest makes that is not a regular file or a
+    // directory (a FIFO, a socket, a symlink), and every mode and owner it sets, is a regular
+    // file of QEMU's with user.virtfs.* xattrs on the host. So no special file, symlink or setuid
+    // bit is ever made on the host, and a FIFO or socket works in the guest, whose kernel serves
+    // it (under "none" QEMU made the real thing and then opened it: ENXIO). Read-only shares
+    // show the host's files as they are.
+    std::string fsdev = fmt::format("local,id={},path={},security_model={}", share.tag, share.path,
+                                    share.read_only ? "none,readonly=on" : "mapped-xattr");
     argv.insert(argv.end(), {"-fsdev", fsdev, "-device",
                              fmt::format("virtio-9p-device,fsdev={},mount_tag={}", share.tag, share.tag)});
   }

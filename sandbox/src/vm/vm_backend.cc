@@ -405,6 +405,7 @@ Expected<void> Prepare(const RunSpec& spec, Vm& vm, RunResult& result) {
   auto storage = ns::Storage::CreateDisk(spec.limits.storage_mib, vm.dir->path() + "/storage");
   if (!storage) return std::unexpected(storage.error());
   vm.storage.emplace(std::move(*storage));
+  vm.storage->set_metadata(ns::Metadata::kMappedXattr);  // QemuArgv's security_model
   if (auto ok = ns::FillStorage(spec, vm.volumes, *vm.storage, vm.host_uid, vm.host_gid, result); !ok) return ok;
   if (auto ok = OpenConsole(vm); !ok) return ok;
   if (auto ok = BringUp(spec, *qemu, vm, result); !ok) return ok;

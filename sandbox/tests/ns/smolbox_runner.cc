@@ -79,6 +79,8 @@ Invocation RunSmolbox(const std::vector<std::string>& args, const std::vector<st
     for (auto& a : argv_s) argv.push_back(a.data());
     argv.push_back(nullptr);
     std::vector<std::string> env_s = {"PATH=/usr/bin:/bin"};
+    // The vm's guest artifacts, when the tests are pointed at a build of their own.
+    if (const char* guest = getenv("SMOLBOX_GUEST_DIR")) env_s.push_back(std::string("SMOLBOX_GUEST_DIR=") + guest);
     env_s.insert(env_s.end(), env.begin(), env.end());
     for (auto& e : env_s) envp.push_back(e.data());
     envp.push_back(nullptr);

@@ -76,7 +76,7 @@ TEST(QemuArgv, gives_entropy_a_read_only_rootfs_and_the_agent_port) {
 TEST(QemuArgv, shares_ro_volumes_read_only_and_only_the_storage_writable) {
   auto fsdevs = Values(QemuArgv(Qemu{"qemu", 7, 2}, TcgConfig()), "-fsdev");
   ASSERT_EQ(fsdevs.size(), 2u);
-  EXPECT_EQ(fsdevs[0], "local,id=storage,path=/proc/self/fd/7,security_model=none");
+  EXPECT_EQ(fsdevs[0], "local,id=storage,path=/proc/self/fd/7,security_model=mapped-xattr");
   EXPECT_EQ(fsdevs[1], "local,id=ro0,path=/proc/self/fd/8,security_model=none,readonly=on");
 }
 

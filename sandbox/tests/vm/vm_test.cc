@@ -13,6 +13,7 @@
 
 #include <gtest/gtest.h>
 
+#include "ns/ordinary_files.h"
 #include "ns/smolbox_runner.h"
 #include "vm/accel.h"
 
@@ -152,6 +153,14 @@ TEST(VmHello, a_pty_opens_on_a_devpts_of_the_sandboxs_own) {
   auto run = RunVm({}, {kPython, "-c", "import os\nm, s = os.openpty()\nos.write(s, b'hi\\n')\nprint(os.read(m, 16), os.ttyname(s))"});
   ASSERT_EQ(run.result["status"], "exited") << run.out << run.err;
   EXPECT_EQ(run.result["stdout"], "b'hi\\r\\n' /dev/pts/0\n") << run.out << run.err;
+}
+
+// One boot for all of them: under 9p's cache=none and security_model=none each failed (EINVAL,
+// ENXIO, "disk I/O error").
+TEST(VmStorage, mmap_fifos_sqlite_wal_and_multiprocessing_work_and_mknod_is_eperm_in_tmp_and_work) {
+  auto run = RunVm({}, {kPython, "-c", kOrdinaryFilesPython, "/tmp", "/work"});
+  ASSERT_EQ(run.result["status"], "exited") << run.out << run.err;
+  EXPECT_EQ(run.result["stdout"], kOrdinaryFilesExpected) << run.result["stderr"];
 }
 
 TEST(VmLimits, a_python_while_true_ends_as_timeout_within_a_few_seconds) {
