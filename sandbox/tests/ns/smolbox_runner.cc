@@ -7,7 +7,10 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <signal.h>
 #include <unistd.h>
+
+#include <fmt/format.h>
 
 #include <chrono>
 #include <filesystem>
@@ -54,6 +57,36 @@ void Drain(int out_fd, int err_fd, std::string& out, std::string& err) {
   }
 }
 
+// In the forked child: becomes `smolbox ARGS`, with a clean environment.
+[[noreturn]] void ExecSmolbox(const std::vector<std::string>& args, const std::vector<std::string>& env, uid_t as_uid) {
+  if (as_uid != 0) {
+    if (setgroups(0, nullptr) != 0 || setresgid(as_uid, as_uid, as_uid) != 0 ||
+        setresuid(as_uid, as_uid, as_uid) != 0) {
+      _exit(99);
+    }
+  }
+  std::vector<std::string> argv_s = {as_uid != 0 ? RootlessSmolbox() : SmolboxPath()};
+  argv_s.insert(argv_s.end(), args.begin(), args.end());
+  std::vector<char*> argv, envp;
+  for (auto& a : argv_s) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  std::vector<std::string> env_s = {"PATH=/usr/bin:/bin"};
+  // The vm's guest artifacts, when the tests are pointed at a build of their own.
+  if (const char* guest = getenv("SMOLBOX_GUEST_DIR")) env_s.push_back(std::string("SMOLBOX_GUEST_DIR=") + guest);
+  env_s.insert(env_s.end(), env.begin(), env.end());
+  for (auto& e : env_s) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  execve(argv[0], argv.data(), envp.data());
+  _exit(98);
+}
+
+int ExitCodeOf(int status) { return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status); }
+
+int MsLeft(std::chrono::steady_clock::time_point deadline) {
+  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+  return static_cast<int>(std::max<int64_t>(0, left.count()));
+}
+
 }  // namespace
 
 Invocation RunSmolbox(const std::vector<std::string>& args, const std::vector<std::string>& env, uid_t as_uid) {
@@ -67,25 +100,7 @@ Invocation RunSmolbox(const std::vector<std::string>& args, const std::vector<st
     dup2(err_pipe[1], 2);
     int null_fd = open("/dev/null", O_RDONLY);
     dup2(null_fd, 0);
-    if (as_uid != 0) {
-      if (setgroups(0, nullptr) != 0 || setresgid(as_uid, as_uid, as_uid) != 0 ||
-          setresuid(as_uid, as_uid, as_uid) != 0) {
-        _exit(99);
-      }
-    }
-    std::vector<std::string> argv_s = {as_uid != 0 ? RootlessSmolbox() : SmolboxPath()};
-    argv_s.insert(argv_s.end(), args.begin(), args.end());
-    std::vector<char*> argv, envp;
-    for (auto& a : argv_s) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    std::vector<std::string> env_s = {"PATH=/usr/bin:/bin"};
-    // The vm's guest artifacts, when the tests are pointed at a build of their own.
-    if (const char* guest = getenv("SMOLBOX_GUEST_DIR")) env_s.push_back(std::string("SMOLBOX_GUEST_DIR=") + guest);
-    env_s.insert(env_s.end(), env.begin(), env.end());
-    for (auto& e : env_s) envp.push_back(e.data());
-    envp.push_back(nullptr);
-    execve(argv[0], argv.data(), envp.data());
-    _exit(98);
+    ExecSmolbox(args, env, as_uid);
   }
   close(out_pipe[1]);
   close(err_pipe[1]);
@@ -97,7 +112,7 @@ Invocation RunSmolbox(const std::vector<std::string>& args, const std::vector<st
   rusage usage{};
   wait4(pid, &status, 0, &usage);
   inv.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  inv.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  inv.exit_code = ExitCodeOf(status);
   inv.max_rss_kib = usage.ru_maxrss;
   inv.result = nlohmann::json::parse(inv.out, nullptr, false);
   return inv;
@@ -109,6 +124,119 @@ Invocation RunJson(const std::vector<std::string>& options, const std::vector<st
   args.push_back("--");
   args.insert(args.end(), command.begin(), command.end());
   return RunSmolbox(args);
+}
+
+LiveSmolbox::LiveSmolbox(const std::vector<std::string>& args) {
+  int in[2], out[2], err[2];
+  if (pipe2(in, O_CLOEXEC) != 0 || pipe2(out, O_CLOEXEC) != 0 || pipe2(err, O_CLOEXEC) != 0) return;
+  pid_ = fork();
+  if (pid_ == 0) {
+    dup2(in[0], 0);
+    dup2(out[1], 1);
+    dup2(err[1], 2);
+    ExecSmolbox(args, {}, 0);
+  }
+  close(in[0]);
+  close(out[1]);
+  close(err[1]);
+  stdin_ = in[1];
+  stdout_ = out[0];
+  stderr_ = err[0];
+}
+
+LiveSmolbox::~LiveSmolbox() {
+  if (!exit_code_ && pid_ > 0) {
+    kill(pid_, SIGKILL);
+    waitpid(pid_, nullptr, 0);
+  }
+  for (int fd : {stdin_, stdout_, stderr_}) {
+    if (fd >= 0) close(fd);
+  }
+}
+
+bool LiveSmolbox::WriteStdin(std::string_view data, std::chrono::seconds timeout) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (!data.empty()) {
+    pollfd fd{stdin_, POLLOUT, 0};
+    if (poll(&fd, 1, MsLeft(deadline)) <= 0) return false;
+    ssize_t n = write(stdin_, data.data(), std::min<size_t>(data.size(), 4096));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    data.remove_prefix(static_cast<size_t>(n));
+  }
+  return true;
+}
+
+bool LiveSmolbox::WriteZeros(int64_t size, std::chrono::seconds timeout) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  const std::string zeros(1 << 20, '\0');
+  for (int64_t left = size; left > 0; left -= static_cast<int64_t>(zeros.size())) {
+    auto piece = std::string_view(zeros).substr(0, static_cast<size_t>(std::min<int64_t>(left, zeros.size())));
+    auto remaining = std::chrono::duration_cast<std::chrono::seconds>(deadline - std::chrono::steady_clock::now());
+    if (remaining.count() <= 0 || !WriteStdin(piece, remaining)) return false;
+  }
+  return true;
+}
+
+void LiveSmolbox::CloseStdin() {
+  if (stdin_ >= 0) close(stdin_);
+  stdin_ = -1;
+}
+
+std::string LiveSmolbox::ReadStdoutUntil(std::string_view needle, std::chrono::seconds timeout) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  char buffer[65536];
+  while (out_.find(needle) == std::string::npos && stdout_ >= 0) {
+    pollfd fd{stdout_, POLLIN, 0};
+    if (poll(&fd, 1, MsLeft(deadline)) <= 0) break;
+    ssize_t n = read(stdout_, buffer, sizeof buffer);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    out_.append(buffer, static_cast<size_t>(n));
+  }
+  return out_;
+}
+
+void LiveSmolbox::CloseStdout() {
+  if (stdout_ >= 0) close(stdout_);
+  stdout_ = -1;
+}
+
+std::optional<int> LiveSmolbox::Wait(std::chrono::seconds timeout) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  char buffer[65536];
+  while (!exit_code_) {
+    int status = 0;
+    if (waitpid(pid_, &status, WNOHANG) == pid_) {
+      exit_code_ = ExitCodeOf(status);
+      break;
+    }
+    if (MsLeft(deadline) == 0) break;
+    // A pipe at EOF stays readable: it leaves the poll set, or this would spin.
+    pollfd fds[2] = {{err_eof_ ? -1 : stderr_, POLLIN, 0}, {out_eof_ ? -1 : stdout_, POLLIN, 0}};
+    poll(fds, 2, std::min(100, MsLeft(deadline)));
+    if (fds[0].revents != 0) {
+      ssize_t n = read(stderr_, buffer, sizeof buffer);
+      if (n > 0) err_.append(buffer, static_cast<size_t>(n));
+      err_eof_ = n == 0;
+    }
+    if (fds[1].revents != 0) {
+      ssize_t n = read(stdout_, buffer, sizeof buffer);
+      if (n > 0) out_.append(buffer, static_cast<size_t>(n));
+      out_eof_ = n == 0;
+    }
+  }
+  // What it wrote last, once it has exited.
+  for (ssize_t n; exit_code_ && (n = read(stderr_, buffer, sizeof buffer)) > 0;) err_.append(buffer, static_cast<size_t>(n));
+  return exit_code_;
+}
+
+long LiveSmolbox::PeakRssKib() const {
+  std::istringstream status(ReadFileOrEmpty(fmt::format("/proc/{}/status", pid_)));
+  for (std::string line; std::getline(status, line);) {
+    if (line.rfind("VmHWM:", 0) == 0) return std::stol(line.substr(6));
+  }
+  return 0;
 }
 
 int CountProcessesWith(const std::string& marker) {

@@ -3,7 +3,10 @@
 
 #include <sys/types.h>
 
+#include <chrono>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -27,6 +30,46 @@ Invocation RunSmolbox(const std::vector<std::string>& args, const std::vector<st
                       uid_t as_uid = 0);
 // `smolbox run --json OPTIONS -- COMMAND`, the common case.
 Invocation RunJson(const std::vector<std::string>& options, const std::vector<std::string>& command);
+
+// smolbox with pipes on all three of its stdio, written and read while it runs: for the tests
+// of streaming. The destructor kills it if it still runs.
+//
+//   LiveSmolbox box({"run", "-i", "--", "/bin/sh", "-c", "echo a; read x"});
+//   EXPECT_EQ(box.ReadStdoutUntil("a\n", std::chrono::seconds(30)), "a\n");
+class LiveSmolbox {
+ public:
+  explicit LiveSmolbox(const std::vector<std::string>& args);
+  ~LiveSmolbox();
+  LiveSmolbox(const LiveSmolbox&) = delete;
+  LiveSmolbox& operator=(const LiveSmolbox&) = delete;
+
+  pid_t pid() const { return pid_; }
+  // All of data, or false once timeout passes first.
+  bool WriteStdin(std::string_view data, std::chrono::seconds timeout);
+  // size zero bytes, in chunks, the same way.
+  bool WriteZeros(int64_t size, std::chrono::seconds timeout);
+  void CloseStdin();
+  // Reads stdout until what was read holds needle, or timeout passes; returns all read so far.
+  std::string ReadStdoutUntil(std::string_view needle, std::chrono::seconds timeout);
+  // Our end of its stdout goes: a reader that went away.
+  void CloseStdout();
+  // Its exit code (128+N for a signal), or nothing if it still runs at timeout. Drains stderr.
+  std::optional<int> Wait(std::chrono::seconds timeout);
+  const std::string& err() const { return err_; }
+  // Its own peak resident set so far (VmHWM), in KiB; 0 when it has gone.
+  long PeakRssKib() const;
+
+ private:
+  pid_t pid_ = -1;
+  int stdin_ = -1;
+  int stdout_ = -1;
+  int stderr_ = -1;
+  std::string out_;
+  std::string err_;
+  bool out_eof_ = false;
+  bool err_eof_ = false;
+  std::optional<int> exit_code_;
+};
 
 // Processes on the host whose command line contains `marker`.
 int CountProcessesWith(const std::string& marker);

@@ -353,6 +353,25 @@ TEST(Persistent, stdin_and_binary_output_travel_byte_for_byte) {
   EXPECT_EQ(binary.out, std::string("\xff\0\xfe", 3));
 }
 
+// The keeper streams: from the client's stdin, which came to it as a descriptor, and to the
+// client's stdout, as the workload writes it. The workload waits for stdin that is sent only
+// once its first line has arrived.
+TEST(Persistent, exec_streams_output_as_written_and_a_gibibyte_of_interactive_stdin_with_a_small_keeper) {
+  Sandbox box({"--backend", "ns"});
+  ASSERT_EQ(box.created().exit_code, 0) << box.created().err;
+  LiveSmolbox exec({"exec", "-i", "--timeout", "120s", box.name(), "--", "/bin/sh", "-c", "echo a; wc -c; sleep 2"});
+  EXPECT_EQ(exec.ReadStdoutUntil("a\n", std::chrono::seconds(30)), "a\n");
+  constexpr int64_t kGiB = 1LL << 30;
+  ASSERT_TRUE(exec.WriteZeros(kGiB, std::chrono::seconds(120)));
+  exec.CloseStdin();
+  EXPECT_EQ(exec.ReadStdoutUntil("\n" + std::to_string(kGiB) + "\n", std::chrono::seconds(60)),
+            "a\n" + std::to_string(kGiB) + "\n");
+  std::string status = ReadFileOrEmpty(fmt::format("/proc/{}/status", KeeperPid(box.name())));
+  long keeper_peak_kib = std::stol(status.substr(status.find("VmHWM:") + 6));
+  EXPECT_LT(keeper_peak_kib, 64 * 1024);
+  EXPECT_EQ(exec.Wait(std::chrono::seconds(30)), 0) << exec.err();
+}
+
 TEST(Persistent, an_unprivileged_user_gets_a_persistent_sandbox_of_its_own) {
   constexpr uid_t kNobody = 65534;
   std::string name = NewName();

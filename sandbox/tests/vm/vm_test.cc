@@ -163,6 +163,21 @@ TEST(VmStorage, mmap_fifos_sqlite_wal_and_multiprocessing_work_and_mknod_is_eper
   EXPECT_EQ(run.result["stdout"], kOrdinaryFilesExpected) << run.result["stderr"];
 }
 
+// One boot for both directions: "a" must arrive while wc still waits for a stdin that is sent
+// only after it; then 1 GiB crosses the guest's channel with smolbox (QEMU aside) under 64 MiB.
+TEST(VmStdio, output_streams_as_written_and_a_gibibyte_of_interactive_stdin_reaches_wc_exactly) {
+  LiveSmolbox box({"run", "--backend", "vm", "--accel", "tcg", "-i", "--timeout", "300s", "--", "/bin/sh", "-c",
+                   "echo a; wc -c; sleep 2"});
+  EXPECT_EQ(box.ReadStdoutUntil("a\n", std::chrono::seconds(120)), "a\n") << box.err();
+  constexpr int64_t kGiB = 1LL << 30;
+  ASSERT_TRUE(box.WriteZeros(kGiB, std::chrono::seconds(240)));
+  box.CloseStdin();
+  EXPECT_EQ(box.ReadStdoutUntil("\n" + std::to_string(kGiB) + "\n", std::chrono::seconds(120)),
+            "a\n" + std::to_string(kGiB) + "\n");
+  EXPECT_LT(box.PeakRssKib(), 64 * 1024);
+  EXPECT_EQ(box.Wait(std::chrono::seconds(60)), 0) << box.err();
+}
+
 TEST(VmLimits, a_python_while_true_ends_as_timeout_within_a_few_seconds) {
   auto run = RunVm({"--timeout", "1s"}, {kPython, "-c", "while True: pass"});
   EXPECT_EQ(run.result["status"], "timeout") << run.out << run.err;
