@@ -464,6 +464,12 @@ TEST(PersistentVm, a_vm_sandbox_serves_warm_execs_keeps_its_state_and_dies_with_
   EXPECT_EQ(first.result["stdout"], "42\n");
   EXPECT_EQ(first.result["backend"], "vm");
   EXPECT_EQ(first.result["timings"]["boot_ms"], 0) << "no boot in a warm exec";
+  // Without --json the keeper streams to the client's own stdout and stderr, and -i in.
+  TempDir dir;
+  auto streamed = RunSmolbox({"exec", "--stdin", dir.Write("in", "piped\n"), box.name(), "--", "/bin/sh", "-c",
+                              "cat; echo err >&2"});
+  EXPECT_EQ(streamed.out, "piped\n") << streamed.err;
+  EXPECT_NE(streamed.err.find("err\n"), std::string::npos) << streamed.err;
   auto second = Exec(box.name(), {"--timeout", "1s"}, {"/bin/sh", "-c", "cat /tmp/kept; sleep 10"});
   EXPECT_EQ(second.result.value("status", ""), "timeout") << second.out;
   EXPECT_EQ(second.result.value("stdout", ""), "kept");
