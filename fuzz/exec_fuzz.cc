@@ -25,7 +25,7 @@ void CheckExec(const smolbox::channel::Message& message) {
   auto again = smolbox::DecodeExec(smolbox::EncodeExec(*request));
   Require(again.has_value(), "an encoded exec decodes");
   Require(again->argv == request->argv && again->env == request->env && again->cwd == request->cwd &&
-              again->timeout_ms == request->timeout_ms && again->stdin_data == request->stdin_data,
+              again->timeout_ms == request->timeout_ms && again->stdin_stream == request->stdin_stream,
           "an exec survives a round trip");
 }
 
