@@ -183,7 +183,7 @@ std::optional<int> AgentProcess::WaitExit(std::chrono::milliseconds timeout) {
   return exit_status_;
 }
 
-std::string RunDirect(const std::vector<std::string>& argv, int* wait_status) {
+std::string RunDirect(const std::vector<std::string>& argv, int* wait_status, const std::function<void()>& in_child) {
   int out[2];
   if (pipe2(out, O_CLOEXEC) != 0) return "";
   pid_t pid = fork();
@@ -191,6 +191,7 @@ std::string RunDirect(const std::vector<std::string>& argv, int* wait_status) {
     dup2(out[1], 1);
     int null = open("/dev/null", O_RDONLY);
     dup2(null, 0);
+    if (in_child) in_child();
     std::vector<char*> args;
     for (const auto& arg : argv) args.push_back(const_cast<char*>(arg.c_str()));
     args.push_back(nullptr);

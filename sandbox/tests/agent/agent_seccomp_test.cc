@@ -27,26 +27,10 @@ std::string ProbeLine(const std::string& probe, const std::string& result) {
 std::string RunUnderPolicyOnly(const std::vector<std::string>& argv) {
   auto program = agent::CompileSeccompPolicy();
   if (!program) return "compile: " + program.error().ToString();
-  int out[2];
-  if (pipe2(out, O_CLOEXEC) != 0) return "";
-  pid_t pid = fork();
-  if (pid == 0) {
-    dup2(out[1], 1);
+  return RunDirect(argv, nullptr, [&] {
     if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) _exit(126);
     if (agent::LoadSeccompProgram(*program) != 0) _exit(126);
-    std::vector<char*> args;
-    for (const auto& arg : argv) args.push_back(const_cast<char*>(arg.c_str()));
-    args.push_back(nullptr);
-    execv(args[0], args.data());
-    _exit(127);
-  }
-  close(out[1]);
-  std::string text;
-  char buffer[4096];
-  for (ssize_t n; (n = read(out[0], buffer, sizeof buffer)) > 0;) text.append(buffer, n);
-  close(out[0]);
-  waitpid(pid, nullptr, 0);
-  return text;
+  });
 }
 
 // A syscall denied as if it did not exist, on a kernel where it does not.
