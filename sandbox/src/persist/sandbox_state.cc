@@ -2,7 +2,6 @@
 
 #include <dirent.h>
 #include <fcntl.h>
-#include <sys/file.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -130,14 +129,41 @@ Expected<void> WriteDeathReason(int dir_fd, const std::string& reason) {
   return WriteFileAtomically(dir_fd, kDeadFile, reason);
 }
 
-Expected<UniqueFd> TryLock(int dir_fd) {
+namespace {
+
+// The whole lock file, for writing: the one lock a sandbox has.
+struct flock WholeFileWriteLock() {
+  struct flock lock{};
+  lock.l_type = F_WRLCK;
+  lock.l_whence = SEEK_SET;
+  return lock;
+}
+
+Expected<UniqueFd> OpenLockFile(int dir_fd) {
   UniqueFd fd(openat(dir_fd, kLockFile, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600));
   if (!fd.valid()) return std::unexpected(Error::Sys("open the sandbox's lock"));
-  if (flock(fd.get(), LOCK_EX | LOCK_NB) != 0) {
-    if (errno == EWOULDBLOCK) return UniqueFd();
-    return std::unexpected(Error::Sys("flock the sandbox's lock"));
+  return fd;
+}
+
+}  // namespace
+
+Expected<UniqueFd> TryLock(int dir_fd) {
+  auto fd = OpenLockFile(dir_fd);
+  if (!fd) return fd;
+  struct flock lock = WholeFileWriteLock();
+  if (fcntl(fd->get(), F_OFD_SETLK, &lock) != 0) {
+    if (errno == EAGAIN || errno == EACCES) return UniqueFd();
+    return std::unexpected(Error::Sys("lock the sandbox's lock file"));
   }
   return fd;
+}
+
+Expected<bool> IsLocked(int dir_fd) {
+  auto fd = OpenLockFile(dir_fd);
+  if (!fd) return std::unexpected(fd.error());
+  struct flock lock = WholeFileWriteLock();
+  if (fcntl(fd->get(), F_OFD_GETLK, &lock) != 0) return std::unexpected(Error::Sys("test the sandbox's lock"));
+  return lock.l_type != F_UNLCK;
 }
 
 std::string PathInDir(int dir_fd, const char* file) { return fmt::format("/proc/self/fd/{}/{}", dir_fd, file); }
@@ -167,8 +193,8 @@ std::string ToString(SandboxStatus status) {
 
 SandboxListing Inspect(const std::string& name, int dir_fd) {
   SandboxListing listing{name, SandboxStatus::kDead, ReadInfo(dir_fd), ""};
-  auto lock = TryLock(dir_fd);
-  bool locked = lock && !lock->valid();
+  auto is_locked = IsLocked(dir_fd);
+  bool locked = is_locked && *is_locked;
   if (!listing.info) {
     // `smolbox create` holds the lock until the keeper has written info.json.
     listing.status = locked ? SandboxStatus::kStarting : SandboxStatus::kDead;

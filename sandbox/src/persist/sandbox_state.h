@@ -1,7 +1,7 @@
 // Where a persistent sandbox lives on the host, and how to tell whether it still does.
 //
 // Layout: <state root>/sandboxes/<name>/   (0700; the state root is ns::StateRoot())
-//   lock          flock()ed exclusively by `smolbox exec` for the length of an exec, and by
+//   lock          write-locked (an OFD lock) by `smolbox exec` for the length of an exec, and by
 //                 `smolbox create` until the sandbox is ready: a held lock means busy
 //   info.json     written by the keeper once the sandbox is up: backend, isolation, created,
 //                 and the keeper's pid and kernel start time (a recycled pid is not the keeper)
@@ -55,8 +55,12 @@ bool KeeperAlive(const KeeperInfo& info);
 std::optional<std::string> ReadDeathReason(int dir_fd);
 Expected<void> WriteDeathReason(int dir_fd, const std::string& reason);
 
-// Tries to take the sandbox's lock without waiting; an invalid fd when someone holds it.
+// Tries to take the sandbox's lock without waiting; an invalid fd when someone holds it. The
+// lock is an open file description lock, held while the returned fd (or a copy of it) is open.
 Expected<UniqueFd> TryLock(int dir_fd);
+// Whether someone holds the sandbox's lock, asked without taking it: a listing that took the
+// lock, even for a moment, would make an exec that starts in that moment fail as busy.
+Expected<bool> IsLocked(int dir_fd);
 
 // A path that reaches `file` in the directory dir_fd through /proc/self/fd: unix socket paths
 // are limited to 108 bytes, and this also pins the directory we opened.

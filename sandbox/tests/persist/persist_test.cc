@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <filesystem>
 #include <functional>
@@ -17,6 +18,7 @@
 #include <gtest/gtest.h>
 
 #include "client.h"
+#include "sandbox_state.h"
 #include "ns/smolbox_runner.h"
 
 namespace smolbox::testing {
@@ -209,6 +211,25 @@ TEST(Persistent, a_second_exec_while_one_runs_is_told_the_sandbox_is_busy) {
   slow.join();
   auto after = Exec(box.name(), {}, {"/bin/echo", "after"});
   EXPECT_EQ(after.result.value("stdout", ""), "after\n") << after.err;
+}
+
+TEST(Persistent, listing_a_sandbox_never_makes_an_exec_that_starts_meanwhile_busy) {
+  Sandbox box({"--backend", "ns"});
+  ASSERT_EQ(box.created().exit_code, 0) << box.created().err;
+  auto dir = persist::OpenSandboxDir(box.name());
+  ASSERT_TRUE(dir) << dir.error().ToString();
+  std::atomic<bool> done{false};
+  int listings = 0;
+  std::thread lister([&] {
+    for (; !done; ++listings) EXPECT_NE(persist::Inspect(box.name(), dir->get()).status, persist::SandboxStatus::kDead);
+  });
+  for (int i = 0; i < 20; ++i) {
+    auto exec = Exec(box.name(), {}, {"/bin/echo", "not busy"});
+    EXPECT_EQ(exec.result.value("stdout", ""), "not busy\n") << "exec " << i << ": " << exec.out << exec.err;
+  }
+  done = true;
+  lister.join();
+  EXPECT_GT(listings, 100) << "the listings must overlap the execs";
 }
 
 TEST(Persistent, name_clash_unknown_name_bad_name_and_a_command_to_create_are_clear_errors) {
