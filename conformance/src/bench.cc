@@ -84,9 +84,8 @@ Expected<std::vector<Workload>> BenchWorkloads(const Catalog& catalog, const std
   std::string name = lang == "js" ? "node hello" : "python hello";
   std::vector<Workload> workloads = {{name, *hello, false}, {name + ", warm exec", *hello, true}};
   if (with_transform && lang == "python") {
-    auto transform = TransformWorkload(catalog);
-    if (!transform) return std::unexpected(transform.error());
-    workloads.push_back(std::move(*transform));
+    SMOLBOX_ASSIGN_OR_RETURN(auto transform, TransformWorkload(catalog));
+    workloads.push_back(std::move(transform));
   }
   return workloads;
 }

@@ -246,7 +246,7 @@ Expected<void> PlantedCanaries::Plant(const CanaryOptions& options) {
                     &PlantedCanaries::PlantUnixSocket, &PlantedCanaries::PlantAbstractSocket,
                     &PlantedCanaries::PlantFd, &PlantedCanaries::PlantTty,
                     &PlantedCanaries::PlantSigurgDetector, &PlantedCanaries::StartServer}) {
-    if (auto planted = (this->*step)(); !planted) return planted;
+    SMOLBOX_TRY((this->*step)());
   }
   return {};
 }
@@ -258,92 +258,80 @@ Expected<std::string> PlantedCanaries::AddToken(const std::string& canary) {
 }
 
 Expected<void> PlantedCanaries::PlantFile() {
-  auto token = AddToken("file");
-  if (!token) return std::unexpected(token.error());
+  SMOLBOX_ASSIGN_OR_RETURN(auto token, AddToken("file"));
   std::string dir = options_.work_dir + "/canary", file = dir + "/canary";
-  if (auto made = MakeDir(dir, 0755); !made) return made;
+  SMOLBOX_TRY(MakeDir(dir, 0755));
   cleanup_paths_.push_back(dir);
   UniqueFd fd(open(file.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
   if (!fd.valid()) return std::unexpected(Error::Sys("create " + file));
   cleanup_paths_.push_back(file);
   if (fchmod(fd.get(), 0644) != 0) return std::unexpected(Error::Sys("fchmod " + file));
-  if (auto written = WriteAll(fd.get(), *token + "\n", file); !written) return written;
+  SMOLBOX_TRY(WriteAll(fd.get(), token + "\n", file));
   hints_["canary_dir"] = dir;
   hints_["canary_file"] = file;
   return {};
 }
 
 Expected<void> PlantedCanaries::PlantEnv() {
-  auto token = AddToken("env");
-  if (!token) return std::unexpected(token.error());
+  SMOLBOX_TRY(AddToken("env"));
   return {};
 }
 
 Expected<void> PlantedCanaries::PlantLoopbackTcp() {
-  auto token = AddToken("tcp");
-  if (!token) return std::unexpected(token.error());
-  auto listener = ListenLoopbackTcp();
-  if (!listener) return std::unexpected(listener.error());
-  hints_["tcp_port"] = std::to_string(listener->second);
+  SMOLBOX_TRY(AddToken("tcp"));
+  SMOLBOX_ASSIGN_OR_RETURN(auto listener, ListenLoopbackTcp());
+  hints_["tcp_port"] = std::to_string(listener.second);
   listeners_.push_back(
-      {std::move(listener->first), "tcp", "connection to the loopback TCP server"});
+      {std::move(listener.first), "tcp", "connection to the loopback TCP server"});
   return {};
 }
 
 Expected<void> PlantedCanaries::PlantTestHost() {
   if (!options_.with_test_host) return {};
-  auto token = AddToken("testhost");
-  if (!token) return std::unexpected(token.error());
+  SMOLBOX_TRY(AddToken("testhost"));
   auto host = TestHost::Create();
-  if (!host) return std::unexpected(host.error());
+  SMOLBOX_TRY(host);
   test_host_ = std::move(*host);
-  auto fd = test_host_->ListenTcp();
-  if (!fd) return std::unexpected(fd.error());
+  SMOLBOX_ASSIGN_OR_RETURN(auto fd, test_host_->ListenTcp());
   sockaddr_in addr{};
   socklen_t len = sizeof addr;
-  if (getsockname(fd->get(), reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+  if (getsockname(fd.get(), reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
     return std::unexpected(Error::Sys("getsockname test host listener"));
   }
   hints_["testhost_ip"] = test_host_->ip();
   hints_["testhost_port"] = std::to_string(ntohs(addr.sin_port));
-  listeners_.push_back({std::move(*fd), "testhost", "connection to the test host"});
+  listeners_.push_back({std::move(fd), "testhost", "connection to the test host"});
   return {};
 }
 
 Expected<void> PlantedCanaries::PlantUnixSocket() {
-  auto token = AddToken("unix_socket");
-  if (!token) return std::unexpected(token.error());
+  SMOLBOX_TRY(AddToken("unix_socket"));
   // Apart from canary_dir, which the writes oracle expects to find unchanged.
   std::string dir = options_.work_dir + "/sock", path = dir + "/canary.sock";
-  if (auto made = MakeDir(dir, 0755); !made) return made;
+  SMOLBOX_TRY(MakeDir(dir, 0755));
   cleanup_paths_.push_back(dir);
-  auto fd = ListenUnix(path);
-  if (!fd) return std::unexpected(fd.error());
+  SMOLBOX_ASSIGN_OR_RETURN(auto fd, ListenUnix(path));
   cleanup_paths_.push_back(path);
   // Open to every uid: only the sandbox, not the permissions, may keep a payload out.
   if (chmod(path.c_str(), 0777) != 0) return std::unexpected(Error::Sys("chmod " + path));
   hints_["unix_socket"] = path;
-  listeners_.push_back({std::move(*fd), "unix_socket", "connection to the unix socket"});
+  listeners_.push_back({std::move(fd), "unix_socket", "connection to the unix socket"});
   return {};
 }
 
 Expected<void> PlantedCanaries::PlantAbstractSocket() {
-  auto token = AddToken("abstract_socket");
-  if (!token) return std::unexpected(token.error());
-  auto suffix = RandomHex(8);
-  if (!suffix) return std::unexpected(suffix.error());
-  std::string name = "smolvm-check-" + *suffix;
-  auto fd = ListenUnix(std::string(1, '\0') + name);
-  if (!fd) return std::unexpected(fd.error());
+  SMOLBOX_TRY(AddToken("abstract_socket"));
+  SMOLBOX_ASSIGN_OR_RETURN(auto suffix, RandomHex(8));
+  std::string name = "smolvm-check-" + suffix;
+  SMOLBOX_ASSIGN_OR_RETURN(auto fd, ListenUnix(std::string(1, '\0') + name));
   hints_["abstract_socket"] = name;
   listeners_.push_back(
-      {std::move(*fd), "abstract_socket", "connection to the abstract unix socket"});
+      {std::move(fd), "abstract_socket", "connection to the abstract unix socket"});
   return {};
 }
 
 Expected<void> PlantedCanaries::PlantFd() {
-  auto token = AddToken("inherited_fd");
-  if (!token) return std::unexpected(token.error());
+  SMOLBOX_ASSIGN_OR_RETURN(auto token, AddToken("inherited_fd"));
   // O_TMPFILE never has a name; the fallback has one only until the unlink below.
   UniqueFd fd(open(options_.work_dir.c_str(), O_TMPFILE | O_RDWR | O_CLOEXEC, 0600));
   std::string named = options_.work_dir + "/.fd-canary";
@@ -352,11 +340,10 @@ Expected<void> PlantedCanaries::PlantFd() {
     if (!fd.valid()) return std::unexpected(Error::Sys("create " + named));
     unlink(named.c_str());
   }
-  if (auto written = WriteAll(fd.get(), *token + "\n", "the fd canary"); !written) return written;
+  SMOLBOX_TRY(WriteAll(fd.get(), token + "\n", "the fd canary"));
   if (lseek(fd.get(), 0, SEEK_SET) != 0) return std::unexpected(Error::Sys("lseek fd canary"));
-  auto moved = MoveUp(std::move(fd), kInheritedFdFloor, "fd canary");
-  if (!moved) return std::unexpected(moved.error());
-  fd_canary_ = std::move(*moved);
+  SMOLBOX_ASSIGN_OR_RETURN(auto moved, MoveUp(std::move(fd), kInheritedFdFloor, "fd canary"));
+  fd_canary_ = std::move(moved);
   hints_["canary_fd"] = std::to_string(fd_canary_.get());
   return {};
 }
@@ -384,9 +371,8 @@ Expected<void> PlantedCanaries::PlantTty() {
   if (fcntl(master.get(), F_SETFL, O_NONBLOCK) != 0)
     return std::unexpected(Error::Sys("fcntl pty"));
   pty_master_ = std::move(master);
-  auto moved = MoveUp(std::move(slave), kInheritedFdFloor, "pty slave");
-  if (!moved) return std::unexpected(moved.error());
-  tty_slave_ = std::move(*moved);
+  SMOLBOX_ASSIGN_OR_RETURN(auto moved, MoveUp(std::move(slave), kInheritedFdFloor, "pty slave"));
+  tty_slave_ = std::move(moved);
   hints_["tty_fd"] = std::to_string(tty_slave_.get());
   return {};
 }
@@ -523,14 +509,13 @@ std::vector<std::string> PlantedCanaries::Detections() const {
 }  // namespace
 
 Expected<std::string> NewCanaryToken() {
-  auto hex = RandomHex(16);
-  if (!hex) return std::unexpected(hex.error());
-  return "SMOLVM-CANARY-" + *hex;
+  SMOLBOX_ASSIGN_OR_RETURN(auto hex, RandomHex(16));
+  return "SMOLVM-CANARY-" + hex;
 }
 
 Expected<std::unique_ptr<CanarySet>> CanarySet::Plant(const CanaryOptions& options) {
   auto set = std::make_unique<PlantedCanaries>();
-  if (auto planted = set->Plant(options); !planted) return std::unexpected(planted.error());
+  SMOLBOX_TRY(set->Plant(options));
   return set;
 }
 

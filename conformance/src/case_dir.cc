@@ -75,11 +75,10 @@ Expected<CaseDir> CaseDir::Create(const std::string& work_root, const Case& c) {
   chmod((root + "/mounts").c_str(), 0755);
   for (const auto& mount : c.mounts) {
     if (mount.path_canary) {
-      auto token = NewCanaryToken();
-      if (!token) return std::unexpected(token.error());
-      dir.path_tokens_[mount.name] = *token;
+      SMOLBOX_ASSIGN_OR_RETURN(auto token, NewCanaryToken());
+      dir.path_tokens_[mount.name] = token;
     }
-    if (auto ok = Plant(dir.MountDir(mount.name), mount); !ok) return std::unexpected(ok.error());
+    SMOLBOX_TRY(Plant(dir.MountDir(mount.name), mount));
   }
   return dir;
 }

@@ -91,9 +91,8 @@ Expected<int64_t> ParseLimitValue(const std::string& name, const json& v, const 
     }
     value = std::llround(cpus * 1000);
   } else {
-    auto n = GetInteger(v, path);
-    if (!n) return std::unexpected(n.error());
-    value = *n;
+    SMOLBOX_ASSIGN_OR_RETURN(auto n, GetInteger(v, path));
+    value = n;
   }
   if (value <= 0) return Fail(path, "must be positive");
   return value;
@@ -105,16 +104,15 @@ Expected<void> ParseLimits(const json& v, std::map<std::string, int64_t>& out) {
     if (!Contains(kLimitNames, name)) {
       return Fail("limits", fmt::format("unknown limit {:?}", name));
     }
-    auto parsed = ParseLimitValue(name, value, FieldPath("limits", name));
-    if (!parsed) return std::unexpected(parsed.error());
-    out[name] = *parsed;
+    SMOLBOX_ASSIGN_OR_RETURN(auto parsed, ParseLimitValue(name, value, FieldPath("limits", name)));
+    out[name] = parsed;
   }
   return {};
 }
 
 Expected<void> ParseMountFiles(const json& v, const std::string& path, CaseMount& mount) {
   auto files = GetStringMap(v, path);
-  if (!files) return std::unexpected(files.error());
+  SMOLBOX_TRY(files);
   for (const auto& [name, unused] : *files) {
     if (!IsSafeRelative(name)) {
       return Fail(FieldPath(path, name), "must be a relative path without ..");
@@ -126,7 +124,7 @@ Expected<void> ParseMountFiles(const json& v, const std::string& path, CaseMount
 
 Expected<void> ParseMountTarget(const json& v, const std::string& path, CaseMount& mount) {
   auto target = GetString(v, path);
-  if (!target) return std::unexpected(target.error());
+  SMOLBOX_TRY(target);
   std::string normal = std::filesystem::path(*target).lexically_normal().string();
   if (!target->starts_with('/') || normal == "/" || normal != *target) {
     return Fail(path, fmt::format("{:?} must be a normalized absolute path other than /", *target));
@@ -143,10 +141,10 @@ Expected<CaseMount> ParseMount(const json& v, const std::string& path) {
   if (auto ok = CheckKeys(v, path, {"name", "mode", "target", "files", "path_canary"}); !ok) {
     return std::unexpected(ok.error());
   }
-  if (auto ok = Require(v, path, {"name", "target"}); !ok) return std::unexpected(ok.error());
+  SMOLBOX_TRY(Require(v, path, {"name", "target"}));
   CaseMount mount;
   auto name = GetString(v["name"], FieldPath(path, "name"));
-  if (!name) return std::unexpected(name.error());
+  SMOLBOX_TRY(name);
   if (name->empty() || !std::all_of(name->begin(), name->end(), IsMountNameChar)) {
     return Fail(FieldPath(path, "name"), fmt::format("{:?} must match [a-z0-9_]+", *name));
   }
@@ -156,7 +154,7 @@ Expected<CaseMount> ParseMount(const json& v, const std::string& path) {
   }
   if (v.contains("mode")) {
     auto mode = GetString(v["mode"], FieldPath(path, "mode"));
-    if (!mode) return std::unexpected(mode.error());
+    SMOLBOX_TRY(mode);
     if (*mode != "ro" && *mode != "rw") {
       return Fail(FieldPath(path, "mode"), fmt::format("must be ro or rw (got {:?})", *mode));
     }
@@ -168,9 +166,8 @@ Expected<CaseMount> ParseMount(const json& v, const std::string& path) {
     }
   }
   if (v.contains("path_canary")) {
-    auto flag = GetBool(v["path_canary"], FieldPath(path, "path_canary"));
-    if (!flag) return std::unexpected(flag.error());
-    mount.path_canary = *flag;
+    SMOLBOX_ASSIGN_OR_RETURN(auto flag, GetBool(v["path_canary"], FieldPath(path, "path_canary")));
+    mount.path_canary = flag;
   }
   return mount;
 }
@@ -181,7 +178,7 @@ Expected<void> ParseMounts(const json& v, std::vector<CaseMount>& out) {
   for (size_t i = 0; i < v.size(); ++i) {
     std::string path = IndexPath("mounts", i);
     auto mount = ParseMount(v[i], path);
-    if (!mount) return std::unexpected(mount.error());
+    SMOLBOX_TRY(mount);
     if (!names.insert(mount->name).second) {
       return Fail(FieldPath(path, "name"), fmt::format("duplicate mount name {:?}", mount->name));
     }
@@ -194,44 +191,40 @@ Expected<void> ParseMounts(const json& v, std::vector<CaseMount>& out) {
 }
 
 Expected<void> ParseStatuses(const json& v, std::vector<std::string>& out) {
-  auto statuses = GetStringArray(v, "expect.status");
-  if (!statuses) return std::unexpected(statuses.error());
-  for (size_t i = 0; i < statuses->size(); ++i) {
-    if (!Contains(kStatuses, (*statuses)[i])) {
+  SMOLBOX_ASSIGN_OR_RETURN(auto statuses, GetStringArray(v, "expect.status"));
+  for (size_t i = 0; i < statuses.size(); ++i) {
+    if (!Contains(kStatuses, (statuses)[i])) {
       return Fail(IndexPath("expect.status", i),
-                  fmt::format("unknown status {:?}", (*statuses)[i]));
+                  fmt::format("unknown status {:?}", (statuses)[i]));
     }
   }
-  out = std::move(*statuses);
+  out = std::move(statuses);
   return {};
 }
 
 Expected<void> ParseForbid(const json& v, std::vector<std::string>& out) {
-  auto patterns = GetStringArray(v, "expect.forbid");
-  if (!patterns) return std::unexpected(patterns.error());
-  for (size_t i = 0; i < patterns->size(); ++i) {
-    auto regex = CompileRegex((*patterns)[i], IndexPath("expect.forbid", i));
-    if (!regex) return std::unexpected(regex.error());
+  SMOLBOX_ASSIGN_OR_RETURN(auto patterns, GetStringArray(v, "expect.forbid"));
+  for (size_t i = 0; i < patterns.size(); ++i) {
+    SMOLBOX_TRY(CompileRegex((patterns)[i], IndexPath("expect.forbid", i)));
   }
-  out = std::move(*patterns);
+  out = std::move(patterns);
   return {};
 }
 
 Expected<MaxCount> ParseMaxCount(const json& v) {
   const std::string path = "expect.max_count";
-  if (auto ok = CheckKeys(v, path, {"pattern", "max"}); !ok) return std::unexpected(ok.error());
-  if (auto ok = Require(v, path, {"pattern", "max"}); !ok) return std::unexpected(ok.error());
+  SMOLBOX_TRY(CheckKeys(v, path, {"pattern", "max"}));
+  SMOLBOX_TRY(Require(v, path, {"pattern", "max"}));
   MaxCount out;
   auto pattern = GetString(v["pattern"], path + ".pattern");
-  if (!pattern) return std::unexpected(pattern.error());
-  auto regex = CompileRegex(*pattern, path + ".pattern");
-  if (!regex) return std::unexpected(regex.error());
-  if (regex->mark_count() != 1) {
+  SMOLBOX_TRY(pattern);
+  SMOLBOX_ASSIGN_OR_RETURN(auto regex, CompileRegex(*pattern, path + ".pattern"));
+  if (regex.mark_count() != 1) {
     return Fail(path + ".pattern", fmt::format("{:?} must have exactly one capture group (has {})",
-                                               *pattern, regex->mark_count()));
+                                               *pattern, regex.mark_count()));
   }
   auto max = GetInteger(v["max"], path + ".max");
-  if (!max) return std::unexpected(max.error());
+  SMOLBOX_TRY(max);
   if (*max < 0) return Fail(path + ".max", "must not be negative");
   return MaxCount{*pattern, *max};
 }
@@ -244,54 +237,51 @@ Expected<void> ParseExpect(const json& v, Expect& out) {
     return ok;
   }
   if (v.contains("status")) {
-    if (auto ok = ParseStatuses(v["status"], out.status); !ok) return ok;
+    SMOLBOX_TRY(ParseStatuses(v["status"], out.status));
   }
   if (v.contains("max_wall_ms")) {
-    auto ms = GetInteger(v["max_wall_ms"], "expect.max_wall_ms");
-    if (!ms) return std::unexpected(ms.error());
-    if (*ms <= 0) return Fail("expect.max_wall_ms", "must be positive");
-    out.max_wall_ms = *ms;
+    SMOLBOX_ASSIGN_OR_RETURN(auto ms, GetInteger(v["max_wall_ms"], "expect.max_wall_ms"));
+    if (ms <= 0) return Fail("expect.max_wall_ms", "must be positive");
+    out.max_wall_ms = ms;
   }
   if (v.contains("stdout_contains")) {
-    auto texts = GetStringArray(v["stdout_contains"], "expect.stdout_contains");
-    if (!texts) return std::unexpected(texts.error());
-    out.stdout_contains = std::move(*texts);
+    SMOLBOX_ASSIGN_OR_RETURN(auto texts, GetStringArray(v["stdout_contains"], "expect.stdout_contains"));
+    out.stdout_contains = std::move(texts);
   }
   if (v.contains("forbid")) {
-    if (auto ok = ParseForbid(v["forbid"], out.forbid); !ok) return ok;
+    SMOLBOX_TRY(ParseForbid(v["forbid"], out.forbid));
   }
   if (v.contains("max_count")) {
     auto max_count = ParseMaxCount(v["max_count"]);
-    if (!max_count) return std::unexpected(max_count.error());
+    SMOLBOX_TRY(max_count);
     out.max_count = std::move(*max_count);
   }
   if (v.contains("outputs")) {
     auto outputs = GetStringMap(v["outputs"], "expect.outputs");
-    if (!outputs) return std::unexpected(outputs.error());
+    SMOLBOX_TRY(outputs);
     out.outputs = std::move(*outputs);
   }
   return {};
 }
 
 Expected<void> ParseOracles(const json& v, std::vector<std::string>& out) {
-  auto names = GetStringArray(v, "oracles");
-  if (!names) return std::unexpected(names.error());
-  for (size_t i = 0; i < names->size(); ++i) {
-    const std::string& name = (*names)[i];
+  SMOLBOX_ASSIGN_OR_RETURN(auto names, GetStringArray(v, "oracles"));
+  for (size_t i = 0; i < names.size(); ++i) {
+    const std::string& name = (names)[i];
     if (!Contains(kOracles, name)) {
       return Fail(IndexPath("oracles", i), fmt::format("unknown oracle {:?}", name));
     }
-    if (std::count(names->begin(), names->end(), name) > 1) {
+    if (std::count(names.begin(), names.end(), name) > 1) {
       return Fail(IndexPath("oracles", i), fmt::format("oracle {:?} is listed twice", name));
     }
   }
-  out = std::move(*names);
+  out = std::move(names);
   return {};
 }
 
 Expected<void> ParseEnv(const json& v, std::map<std::string, std::string>& out) {
   auto env = GetStringMap(v, "env");
-  if (!env) return std::unexpected(env.error());
+  SMOLBOX_TRY(env);
   for (const auto& [key, unused] : *env) {
     if (!IsEnvName(key)) return Fail("env", fmt::format("{:?} is not a variable name", key));
   }
@@ -359,37 +349,34 @@ Expected<void> ResolvePayload(const std::string& directory, Case& c) {
 
 Expected<std::string> ParseEnum(const json& v, const std::string& field,
                                 const std::vector<std::string>& allowed) {
-  auto value = GetString(v[field], field);
-  if (!value) return std::unexpected(value.error());
-  if (!Contains(allowed, *value)) {
-    return Fail(field, fmt::format("unknown {} {:?} (expected one of {})", field, *value,
+  SMOLBOX_ASSIGN_OR_RETURN(auto value, GetString(v[field], field));
+  if (!Contains(allowed, value)) {
+    return Fail(field, fmt::format("unknown {} {:?} (expected one of {})", field, value,
                                    fmt::join(allowed, ", ")));
   }
-  return *value;
+  return value;
 }
 
 Expected<void> ParseHeader(const json& v, Case& c) {
   auto category = ParseEnum(v, "category", kCategories);
-  if (!category) return std::unexpected(category.error());
-  auto kind = ParseEnum(v, "kind", {"adversarial", "functional"});
-  if (!kind) return std::unexpected(kind.error());
+  SMOLBOX_TRY(category);
+  SMOLBOX_ASSIGN_OR_RETURN(auto kind, ParseEnum(v, "kind", {"adversarial", "functional"}));
   auto lang = ParseEnum(v, "lang", {"python", "js", "sh"});
-  if (!lang) return std::unexpected(lang.error());
+  SMOLBOX_TRY(lang);
   auto payload = GetString(v["payload"], "payload");
-  if (!payload) return std::unexpected(payload.error());
+  SMOLBOX_TRY(payload);
   c.category = *category;
-  c.adversarial = *kind == "adversarial";
+  c.adversarial = kind == "adversarial";
   c.lang = *lang;
   c.payload = *payload;
   if (v.contains("user")) {
     auto user = ParseEnum(v, "user", kCaseUsers);
-    if (!user) return std::unexpected(user.error());
+    SMOLBOX_TRY(user);
     c.user = *user;
   }
   if (v.contains("description")) {
-    auto text = GetString(v["description"], "description");
-    if (!text) return std::unexpected(text.error());
-    c.description = *text;
+    SMOLBOX_ASSIGN_OR_RETURN(auto text, GetString(v["description"], "description"));
+    c.description = text;
   }
   return {};
 }
@@ -397,40 +384,39 @@ Expected<void> ParseHeader(const json& v, Case& c) {
 Expected<void> ParseInputs(const json& v, Case& c) {
   if (v.contains("args")) {
     auto args = GetStringArray(v["args"], "args");
-    if (!args) return std::unexpected(args.error());
+    SMOLBOX_TRY(args);
     c.args = std::move(*args);
   }
   if (v.contains("stdin")) {
-    auto text = GetString(v["stdin"], "stdin");
-    if (!text) return std::unexpected(text.error());
-    c.stdin_data = std::move(*text);
+    SMOLBOX_ASSIGN_OR_RETURN(auto text, GetString(v["stdin"], "stdin"));
+    c.stdin_data = std::move(text);
   }
   if (v.contains("env")) {
-    if (auto ok = ParseEnv(v["env"], c.env); !ok) return ok;
+    SMOLBOX_TRY(ParseEnv(v["env"], c.env));
   }
   if (v.contains("limits")) {
-    if (auto ok = ParseLimits(v["limits"], c.limits); !ok) return ok;
+    SMOLBOX_TRY(ParseLimits(v["limits"], c.limits));
   }
   if (v.contains("mounts")) {
-    if (auto ok = ParseMounts(v["mounts"], c.mounts); !ok) return ok;
+    SMOLBOX_TRY(ParseMounts(v["mounts"], c.mounts));
   }
   return {};
 }
 
 // Everything but the id, which the caller needs first to name the case in errors.
 Expected<void> ParseCaseBody(const json& v, const std::string& directory, Case& c) {
-  if (auto ok = Require(v, "", {"category", "kind", "lang", "payload"}); !ok) return ok;
-  if (auto ok = ParseHeader(v, c); !ok) return ok;
-  if (auto ok = ParseInputs(v, c); !ok) return ok;
+  SMOLBOX_TRY(Require(v, "", {"category", "kind", "lang", "payload"}));
+  SMOLBOX_TRY(ParseHeader(v, c));
+  SMOLBOX_TRY(ParseInputs(v, c));
   if (v.contains("expect")) {
-    if (auto ok = ParseExpect(v["expect"], c.expect); !ok) return ok;
+    SMOLBOX_TRY(ParseExpect(v["expect"], c.expect));
   }
   c.oracles = kDefaultOracles;
   if (v.contains("oracles")) {
-    if (auto ok = ParseOracles(v["oracles"], c.oracles); !ok) return ok;
+    SMOLBOX_TRY(ParseOracles(v["oracles"], c.oracles));
   }
   for (auto check : {CheckOutputs, CheckArgs, CheckFunctional}) {
-    if (auto ok = check(c); !ok) return ok;
+    SMOLBOX_TRY(check(c));
   }
   return ResolvePayload(directory, c);
 }
@@ -439,7 +425,7 @@ Expected<std::string> ParseId(const json& v) {
   if (!v.is_object()) return Fail("", "must be an object");
   if (!v.contains("id")) return Fail("id", "is required");
   auto id = GetString(v["id"], "id");
-  if (!id) return std::unexpected(id.error());
+  SMOLBOX_TRY(id);
   if (id->empty() || !std::all_of(id->begin(), id->end(), IsIdChar)) {
     return Fail("id", fmt::format("{:?} must match [a-z0-9_.]+", *id));
   }
@@ -469,13 +455,12 @@ Expected<std::vector<Case>> ParseCases(const json& v, const std::string& directo
   std::vector<Case> cases;
   std::set<std::string> ids;
   for (size_t i = 0; i < v.size(); ++i) {
-    auto c = ParseCase(v[i], i, directory);
-    if (!c) return std::unexpected(c.error());
-    if (!ids.insert(c->id).second) {
-      return std::unexpected(Error::Field(fmt::format("catalog: case {:?}: id", c->id),
+    SMOLBOX_ASSIGN_OR_RETURN(auto c, ParseCase(v[i], i, directory));
+    if (!ids.insert(c.id).second) {
+      return std::unexpected(Error::Field(fmt::format("catalog: case {:?}: id", c.id),
                                           fmt::format("duplicate id (cases[{}] repeats it)", i)));
     }
-    cases.push_back(std::move(*c));
+    cases.push_back(std::move(c));
   }
   return cases;
 }
@@ -527,7 +512,7 @@ Expected<Catalog> ParseCatalog(const std::string& text, const std::string& path)
   if (ec) return std::unexpected(Error{origin, "cannot resolve its directory", ec.value()});
   catalog.directory = absolute.lexically_normal().parent_path().string();
   auto cases = ParseCases((*doc)["cases"], catalog.directory);
-  if (!cases) return std::unexpected(cases.error());
+  SMOLBOX_TRY(cases);
   catalog.cases = std::move(*cases);
   return catalog;
 }

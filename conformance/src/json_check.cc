@@ -87,9 +87,8 @@ Expected<std::vector<std::string>> GetStringArray(const json& value, const std::
   if (!value.is_array()) return Fail(path, "must be an array of strings");
   std::vector<std::string> out;
   for (size_t i = 0; i < value.size(); ++i) {
-    auto text = GetString(value[i], IndexPath(path, i));
-    if (!text) return std::unexpected(text.error());
-    out.push_back(std::move(*text));
+    SMOLBOX_ASSIGN_OR_RETURN(auto text, GetString(value[i], IndexPath(path, i)));
+    out.push_back(std::move(text));
   }
   return out;
 }
@@ -99,9 +98,8 @@ Expected<std::map<std::string, std::string>> GetStringMap(const json& value,
   if (!value.is_object()) return Fail(path, "must be an object of strings");
   std::map<std::string, std::string> out;
   for (const auto& [key, item] : value.items()) {
-    auto text = GetString(item, FieldPath(path, key));
-    if (!text) return std::unexpected(text.error());
-    out.emplace(key, std::move(*text));
+    SMOLBOX_ASSIGN_OR_RETURN(auto text, GetString(item, FieldPath(path, key)));
+    out.emplace(key, std::move(text));
   }
   return out;
 }

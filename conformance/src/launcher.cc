@@ -731,9 +731,8 @@ Expected<pid_t> SafetyNet::State::Start(const smolvm_check::Launch& launch, cons
   launched = true;
   std::optional<std::pair<UniqueFd, UniqueFd>> pipes[5];  // stdin, stdout, stderr, sync, report
   for (auto& p : pipes) {
-    auto made = Pipe();
-    if (!made) return std::unexpected(made.error());
-    p = std::move(*made);
+    SMOLBOX_ASSIGN_OR_RETURN(auto made, Pipe());
+    p = std::move(made);
   }
   std::vector<char*> argv = CStrings(launch.argv), envp = CStrings(launch.env);
   std::vector<int> keep = launch.inherited_fds;

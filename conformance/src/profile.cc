@@ -54,9 +54,8 @@ Expected<std::map<std::string, std::vector<std::string>>> GetLimitTemplates(
   std::map<std::string, std::vector<std::string>> out;
   for (const auto& [name, words] : v.items()) {
     if (!Contains(kLimitNames, name)) return Fail(path, fmt::format("unknown limit {:?}", name));
-    auto parsed = GetStringArray(words, FieldPath(path, name));
-    if (!parsed) return std::unexpected(parsed.error());
-    out.emplace(name, std::move(*parsed));
+    SMOLBOX_ASSIGN_OR_RETURN(auto parsed, GetStringArray(words, FieldPath(path, name)));
+    out.emplace(name, std::move(parsed));
   }
   return out;
 }
@@ -67,22 +66,19 @@ Expected<void> ParseUserTemplates(const json& v, Profile& p) {
     if (!Contains(kCaseUsers, user)) {
       return Fail("user", fmt::format("unknown user {:?} (expected one of {})", user, fmt::join(kCaseUsers, ", ")));
     }
-    auto parsed = GetStringArray(words, FieldPath("user", user));
-    if (!parsed) return std::unexpected(parsed.error());
-    p.user_args.emplace(user, std::move(*parsed));
+    SMOLBOX_ASSIGN_OR_RETURN(auto parsed, GetStringArray(words, FieldPath("user", user)));
+    p.user_args.emplace(user, std::move(parsed));
   }
   return {};
 }
 
 Expected<void> ParseMountTemplates(const json& v, Profile& p) {
-  if (auto ok = CheckKeys(v, "mount", {"ro", "rw"}); !ok) return ok;
+  SMOLBOX_TRY(CheckKeys(v, "mount", {"ro", "rw"}));
   if (!v.contains("ro") || !v.contains("rw")) return Fail("mount", "needs both ro and rw");
-  auto ro = GetStringArray(v["ro"], "mount.ro");
-  if (!ro) return std::unexpected(ro.error());
-  auto rw = GetStringArray(v["rw"], "mount.rw");
-  if (!rw) return std::unexpected(rw.error());
-  p.mount_ro = std::move(*ro);
-  p.mount_rw = std::move(*rw);
+  SMOLBOX_ASSIGN_OR_RETURN(auto ro, GetStringArray(v["ro"], "mount.ro"));
+  SMOLBOX_ASSIGN_OR_RETURN(auto rw, GetStringArray(v["rw"], "mount.rw"));
+  p.mount_ro = std::move(ro);
+  p.mount_rw = std::move(rw);
   return {};
 }
 
@@ -92,10 +88,9 @@ Expected<void> ParseInterpreters(const json& v, Profile& p) {
     if (!Contains({"python", "js", "sh"}, lang)) {
       return Fail("interpreters", fmt::format("unknown lang {:?}", lang));
     }
-    auto parsed = GetStringArray(words, FieldPath("interpreters", lang));
-    if (!parsed) return std::unexpected(parsed.error());
-    if (parsed->empty()) return Fail(FieldPath("interpreters", lang), "must not be empty");
-    p.interpreters[lang] = std::move(*parsed);
+    SMOLBOX_ASSIGN_OR_RETURN(auto parsed, GetStringArray(words, FieldPath("interpreters", lang)));
+    if (parsed.empty()) return Fail(FieldPath("interpreters", lang), "must not be empty");
+    p.interpreters[lang] = std::move(parsed);
   }
   return {};
 }
@@ -103,22 +98,21 @@ Expected<void> ParseInterpreters(const json& v, Profile& p) {
 Expected<void> ParseEnums(const json& v, Profile& p) {
   if (v.contains("paths")) {
     auto paths = GetString(v["paths"], "paths");
-    if (!paths) return std::unexpected(paths.error());
+    SMOLBOX_TRY(paths);
     if (*paths != "sandbox" && *paths != "host") {
       return Fail("paths", fmt::format("must be sandbox or host (got {:?})", *paths));
     }
     p.host_paths = *paths == "host";
   }
   auto result = GetString(v["result"], "result");
-  if (!result) return std::unexpected(result.error());
+  SMOLBOX_TRY(result);
   if (*result != "exit_code" && *result != "smolbox_json") {
     return Fail("result", fmt::format("must be exit_code or smolbox_json (got {:?})", *result));
   }
   p.smolbox_json = *result == "smolbox_json";
   if (v.contains("syntax_only")) {
-    auto flag = GetBool(v["syntax_only"], "syntax_only");
-    if (!flag) return std::unexpected(flag.error());
-    p.syntax_only = *flag;
+    SMOLBOX_ASSIGN_OR_RETURN(auto flag, GetBool(v["syntax_only"], "syntax_only"));
+    p.syntax_only = flag;
   }
   if (v.contains("startup_allowance_ms")) {
     const json& ms = v["startup_allowance_ms"];
@@ -139,9 +133,8 @@ Expected<void> ParseWords(const json& v, Profile& p) {
   for (Text t : {Text{"description", &p.description}, Text{"binary", &p.binary},
                  Text{"install", &p.install_hint}}) {
     if (!v.contains(t.key)) continue;
-    auto text = GetString(v[t.key], t.key);
-    if (!text) return std::unexpected(text.error());
-    *t.out = std::move(*text);
+    SMOLBOX_ASSIGN_OR_RETURN(auto text, GetString(v[t.key], t.key));
+    *t.out = std::move(text);
   }
   struct Words {
     const char* key;
@@ -151,17 +144,15 @@ Expected<void> ParseWords(const json& v, Profile& p) {
                   Words{"env", &p.env}, Words{"stdin", &p.stdin_args},
                   Words{"unsupported", &p.unsupported}}) {
     if (!v.contains(w.key)) continue;
-    auto words = GetStringArray(v[w.key], w.key);
-    if (!words) return std::unexpected(words.error());
-    *w.out = std::move(*words);
+    SMOLBOX_ASSIGN_OR_RETURN(auto words, GetStringArray(v[w.key], w.key));
+    *w.out = std::move(words);
   }
   return {};
 }
 
 Expected<void> ParseVariables(const json& v, Profile& p) {
-  auto vars = GetStringMap(v, "variables");
-  if (!vars) return std::unexpected(vars.error());
-  for (const auto& [name, value] : *vars) {
+  SMOLBOX_ASSIGN_OR_RETURN(auto vars, GetStringMap(v, "variables"));
+  for (const auto& [name, value] : vars) {
     bool reserved = Contains(ScalarNames(Profile{}), name) || Contains(kMultiWord, name) ||
                     Contains({"source", "target", "key", "value"}, name);
     if (reserved || FindPlaceholders("{" + name + "}").size() != 1) {
@@ -173,26 +164,25 @@ Expected<void> ParseVariables(const json& v, Profile& p) {
 }
 
 Expected<void> ParseFields(const json& v, Profile& p) {
-  if (auto ok = ParseWords(v, p); !ok) return ok;
-  if (auto ok = ParseEnums(v, p); !ok) return ok;
+  SMOLBOX_TRY(ParseWords(v, p));
+  SMOLBOX_TRY(ParseEnums(v, p));
   if (v.contains("mount")) {
-    if (auto ok = ParseMountTemplates(v["mount"], p); !ok) return ok;
+    SMOLBOX_TRY(ParseMountTemplates(v["mount"], p));
   }
   for (auto [key, out] :
        {std::pair{"limits", &p.limit_wrappers}, std::pair{"limit_args", &p.limit_args}}) {
     if (!v.contains(key)) continue;
-    auto templates = GetLimitTemplates(v[key], key);
-    if (!templates) return std::unexpected(templates.error());
-    *out = std::move(*templates);
+    SMOLBOX_ASSIGN_OR_RETURN(auto templates, GetLimitTemplates(v[key], key));
+    *out = std::move(templates);
   }
   if (v.contains("interpreters")) {
-    if (auto ok = ParseInterpreters(v["interpreters"], p); !ok) return ok;
+    SMOLBOX_TRY(ParseInterpreters(v["interpreters"], p));
   }
   if (v.contains("variables")) {
-    if (auto ok = ParseVariables(v["variables"], p); !ok) return ok;
+    SMOLBOX_TRY(ParseVariables(v["variables"], p));
   }
   if (v.contains("user")) {
-    if (auto ok = ParseUserTemplates(v["user"], p); !ok) return ok;
+    SMOLBOX_TRY(ParseUserTemplates(v["user"], p));
   }
   return {};
 }
@@ -229,7 +219,7 @@ Expected<void> CheckTemplates(const Profile& p) {
   for (const auto& [name, words] : p.limit_wrappers) plain.emplace_back("limits." + name, &words);
   for (const auto& [name, words] : p.limit_args) plain.emplace_back("limit_args." + name, &words);
   for (const auto& [name, words] : p.user_args) plain.emplace_back("user." + name, &words);
-  if (auto ok = CheckTemplate(p.command, "command", scalars, true); !ok) return ok;
+  SMOLBOX_TRY(CheckTemplate(p.command, "command", scalars, true));
   for (const auto& [path, words] : plain) {
     bool mount = path.starts_with("mount.");
     if (auto ok = CheckTemplate(*words, path, mount ? with({"source", "target"}) : scalars, false);
@@ -237,7 +227,7 @@ Expected<void> CheckTemplates(const Profile& p) {
       return ok;
     }
   }
-  if (auto ok = CheckTemplate(p.env, "env", with({"key", "value"}), false); !ok) return ok;
+  SMOLBOX_TRY(CheckTemplate(p.env, "env", with({"key", "value"}), false));
   std::vector<std::string> variables;
   for (const auto& [name, unused] : p.variables) variables.push_back(name);
   if (auto ok = CheckTemplate(p.version_command, "version_command", variables, false); !ok) {
@@ -370,17 +360,17 @@ Expected<void> ReadProfile(const json& doc, const std::map<std::string, std::str
     if (!doc.contains(field)) return Fail(field, "is required");
   }
   auto name = GetString(doc["name"], "name");
-  if (!name) return std::unexpected(name.error());
+  SMOLBOX_TRY(name);
   if (name->empty()) return Fail("name", "must not be empty");
   p.name = *name;
-  if (auto ok = ParseFields(doc, p); !ok) return ok;
+  SMOLBOX_TRY(ParseFields(doc, p));
   for (const auto& [key, value] : overrides) p.variables[key] = value;
   return ResolveVariables(p);
 }
 
 Expected<void> ValidateProfile(Profile& p) {
   for (auto check : {CheckTemplates, CheckExpansions, CheckLimitCoverage}) {
-    if (auto ok = check(p); !ok) return ok;
+    SMOLBOX_TRY(check(p));
   }
   FillInterpreters(p);
   return {};
@@ -400,7 +390,7 @@ Expected<Profile> ParseProfileWith(
     return std::unexpected(Within(label, ok.error()));
   }
   if (between_steps) {
-    if (auto ok = between_steps(profile); !ok) return std::unexpected(ok.error());
+    SMOLBOX_TRY(between_steps(profile));
   }
   if (auto ok = ValidateProfile(profile); !ok) return std::unexpected(Within(label, ok.error()));
   return profile;
@@ -551,9 +541,8 @@ Expected<std::vector<std::string>> ArgvWords(const Profile& profile, const Case&
   auto interpreter = profile.interpreters.find(c.lang);
   std::vector<std::string> argv;
   if (interpreter != profile.interpreters.end()) argv = interpreter->second;
-  auto payload = PayloadPath(profile, c, placement);
-  if (!payload) return std::unexpected(payload.error());
-  argv.push_back(*payload);
+  SMOLBOX_ASSIGN_OR_RETURN(auto payload, PayloadPath(profile, c, placement));
+  argv.push_back(payload);
   for (size_t i = 0; i < c.args.size(); ++i) {
     auto arg = ExpandArg(profile, c, placement, c.args[i]);
     if (!arg) return std::unexpected(Within(IndexPath("args", i), arg.error()));
@@ -568,9 +557,8 @@ Expected<std::vector<std::string>> MountWords(const Profile& profile, const Case
   std::vector<std::string> out;
   auto add = [&](const std::vector<std::string>& words, const std::string& source,
                  const std::string& target) -> Expected<void> {
-    auto expanded = Expand(words, values, {{"source", source}, {"target", target}});
-    if (!expanded) return std::unexpected(expanded.error());
-    out.insert(out.end(), expanded->begin(), expanded->end());
+    SMOLBOX_ASSIGN_OR_RETURN(auto expanded, Expand(words, values, {{"source", source}, {"target", target}}));
+    out.insert(out.end(), expanded.begin(), expanded.end());
     return {};
   };
   if (!profile.host_paths) {
@@ -596,9 +584,8 @@ Expected<std::vector<std::string>> EnvWords(const Profile& profile, const Case& 
                                             const Values& values) {
   std::vector<std::string> out;
   for (const auto& [key, value] : c.env) {
-    auto expanded = Expand(profile.env, values, {{"key", key}, {"value", value}});
-    if (!expanded) return std::unexpected(expanded.error());
-    out.insert(out.end(), expanded->begin(), expanded->end());
+    SMOLBOX_ASSIGN_OR_RETURN(auto expanded, Expand(profile.env, values, {{"key", key}, {"value", value}}));
+    out.insert(out.end(), expanded.begin(), expanded.end());
   }
   return out;
 }
@@ -609,9 +596,8 @@ Expected<std::vector<std::string>> LimitWords(const Profile& profile, const Case
   for (const auto& [name, unused] : c.limits) {
     auto words = profile.limit_args.find(name);
     if (words == profile.limit_args.end()) continue;
-    auto expanded = Expand(words->second, values);
-    if (!expanded) return std::unexpected(expanded.error());
-    out.insert(out.end(), expanded->begin(), expanded->end());
+    SMOLBOX_ASSIGN_OR_RETURN(auto expanded, Expand(words->second, values));
+    out.insert(out.end(), expanded.begin(), expanded.end());
   }
   return out;
 }

@@ -165,14 +165,13 @@ Expected<std::string> RemoteRun::Gh(std::vector<std::string> args, const Capture
   args.insert(args.begin(), "gh");
   CaptureOptions with_env = options;
   with_env.extra_env.push_back("GH_PROMPT_DISABLED=1");
-  auto r = RunCaptured(args, with_env);
-  if (!r) return std::unexpected(r.error());
-  if (r->exit_code != 0) {
-    std::string said = Trim(r->err.empty() ? r->out : r->err);
+  SMOLBOX_ASSIGN_OR_RETURN(auto r, RunCaptured(args, with_env));
+  if (r.exit_code != 0) {
+    std::string said = Trim(r.err.empty() ? r.out : r.err);
     return std::unexpected(Error{fmt::format("gh {} {}", args[1], args[2]),
-                                 fmt::format("exit {}: {}", r->exit_code, FirstLine(said)), 0});
+                                 fmt::format("exit {}: {}", r.exit_code, FirstLine(said)), 0});
   }
-  return r->out;
+  return r.out;
 }
 
 Expected<std::string> RemoteRun::Git(std::vector<std::string> args, std::vector<std::string> env) {
@@ -181,13 +180,12 @@ Expected<std::string> RemoteRun::Git(std::vector<std::string> args, std::vector<
   env.push_back("GIT_TERMINAL_PROMPT=0");
   CaptureOptions options;
   options.extra_env = std::move(env);
-  auto r = RunCaptured(args, options);
-  if (!r) return std::unexpected(r.error());
-  if (r->exit_code != 0) {
+  SMOLBOX_ASSIGN_OR_RETURN(auto r, RunCaptured(args, options));
+  if (r.exit_code != 0) {
     return std::unexpected(
-        Error{fmt::format("git {}", args[1]), FirstLine(Trim(r->err + r->out)), 0});
+        Error{fmt::format("git {}", args[1]), FirstLine(Trim(r.err + r.out)), 0});
   }
-  return Trim(r->out);
+  return Trim(r.out);
 }
 
 Expected<void> RemoteRun::CheckGh() {
@@ -203,7 +201,7 @@ Expected<void> RemoteRun::CheckGh() {
                                  "(https://cli.github.com), then run `gh auth login`",
                                  0});
   }
-  if (!r) return std::unexpected(r.error());
+  SMOLBOX_TRY(r);
   if (r->exit_code != 0) {
     std::string said = FirstLine(Trim(r->err.empty() ? r->out : r->err));
     return std::unexpected(Error{
@@ -230,15 +228,14 @@ Expected<std::string> RemoteRun::CommitToPush() {
         Git({"stash", "create", "smolvm-check remote github"},
             {"GIT_AUTHOR_NAME=smolvm-check", "GIT_AUTHOR_EMAIL=smolvm-check@localhost",
              "GIT_COMMITTER_NAME=smolvm-check", "GIT_COMMITTER_EMAIL=smolvm-check@localhost"});
-    if (!stash) return std::unexpected(stash.error());
+    SMOLBOX_TRY(stash);
     if (!stash->empty()) {
       fmt::print(stderr,
                  "smolvm-check: pushing HEAD with the uncommitted changes to tracked files\n");
       sha = *stash;
     } else {
-      auto head = Git({"rev-parse", "--verify", "HEAD^{commit}"});
-      if (!head) return std::unexpected(head.error());
-      sha = *head;
+      SMOLBOX_ASSIGN_OR_RETURN(auto head, Git({"rev-parse", "--verify", "HEAD^{commit}"}));
+      sha = head;
     }
   }
   // Without the workflow in the pushed tree, the push starts nothing and the wait is for naught.
@@ -300,7 +297,7 @@ Expected<RunInfo> RemoteRun::FindRun(const std::string& sha) {
     auto runs = PollJson({"run", "list", "--repo", o_.repo, "--branch", branch_, "--json",
                           "databaseId,status,conclusion,headSha,url,workflowName", "--limit", "20"},
                          errors);
-    if (!runs) return std::unexpected(runs.error());
+    SMOLBOX_TRY(runs);
     for (const json& r : *runs) {
       if (Str(r, "headSha") != sha || Str(r, "workflowName") != workflow_name_) continue;
       if (!r.contains("databaseId") || !r["databaseId"].is_number_integer()) continue;
@@ -350,7 +347,7 @@ Expected<RunInfo> RemoteRun::WaitForCompletion(RunInfo run) {
     auto views = PollJson(
         {"run", "view", std::to_string(run.id), "--repo", o_.repo, "--json", "status,conclusion"},
         errors);
-    if (!views) return std::unexpected(views.error());
+    SMOLBOX_TRY(views);
     if (views->empty()) continue;
     run.status = Str(views->front(), "status");
     run.conclusion = Str(views->front(), "conclusion");
@@ -373,7 +370,7 @@ Expected<void> RemoteRun::Download(const RunInfo& run) {
   if (auto log = Gh({"run", "view", id, "--repo", o_.repo, "--log"}, to_log); !log) {
     fmt::print(stderr, "smolvm-check: the run's log: {}\n", log.error().ToString());
   }
-  if (!artifacts) return std::unexpected(artifacts.error());
+  SMOLBOX_TRY(artifacts);
   return {};
 }
 

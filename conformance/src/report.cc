@@ -438,7 +438,7 @@ Expected<void> WriteReports(const BatteryReport& report, const std::string& dir)
   for (auto [name, text] :
        {std::pair{"report.json", ToJson(report).dump(2) + "\n"},
         std::pair{"junit.xml", ToJunitXml(report)}, std::pair{"report.md", ToMarkdown(report)}}) {
-    if (auto ok = WriteFile(dir + "/" + name, text); !ok) return ok;
+    SMOLBOX_TRY(WriteFile(dir + "/" + name, text));
   }
   return {};
 }

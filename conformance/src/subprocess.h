@@ -2,7 +2,7 @@
 // The program is looked up on the caller's PATH, so a stand-in placed first on it wins.
 //
 //   auto r = RunCaptured({"git", "rev-parse", "HEAD"});
-//   if (!r) return std::unexpected(r.error());     // could not be started at all
+//   SMOLBOX_TRY(r);                                  // could not be started at all
 //   if (r->exit_code != 0) fmt::print("{}", r->err);
 //   std::string sha = r->out;
 #pragma once

@@ -171,10 +171,9 @@ Expected<std::unique_ptr<TestHost>> TestHost::Create() {
   int start = (static_cast<int>(getpid()) * 37 + counter.fetch_add(1) * 7) % kSlots;
   for (int i = 0; i < kSlots; ++i) {
     int slot = (start + i) % kSlots;
-    auto lock = TryLockSlot(LockPath(slot));
-    if (!lock) return std::unexpected(lock.error());
-    if (!lock->valid()) continue;
-    auto host = Take(slot, std::move(*lock));
+    SMOLBOX_ASSIGN_OR_RETURN(auto lock, TryLockSlot(LockPath(slot)));
+    if (!lock.valid()) continue;
+    auto host = Take(slot, std::move(lock));
     auto built = host->Build();
     if (!built) return std::unexpected(built.error());  // the destructor undoes the half built
     return host;
@@ -202,7 +201,7 @@ Expected<void> TestHost::Build() {
       {"-n", netns_, "link", "set", "lo", "up"},
   };
   for (const auto& step : steps) {
-    if (auto ran = RunIp(step); !ran) return ran;
+    SMOLBOX_TRY(RunIp(step));
   }
   return {};
 }

@@ -2,7 +2,7 @@
 // so that a payload which reaches it has reached past the host's loopback. Needs root.
 //
 //   auto host = TestHost::Create();              // ip netns add, a veth pair, addresses
-//   if (!host) return std::unexpected(host.error());
+//   SMOLBOX_TRY(host);
 //   auto listener = (*host)->ListenTcp();        // a socket bound inside the namespace
 //   ... the host reaches (*host)->ip():port over the veth ...
 //   // close the listener first, then the destructor deletes the veth pair and the namespace

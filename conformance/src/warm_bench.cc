@@ -43,10 +43,9 @@ Expected<std::unique_ptr<WarmSandbox>> WarmSandbox::Prepare(const Profile& profi
   std::vector<std::string> argv = {Variable(profile, "smolbox"), "create", SandboxName(),
                                    "--backend", Variable(profile, "backend"), "--accel", Variable(profile, "accel"),
                                    "-v", payload_dir + ":" + kPayloadTarget + ":ro"};
-  auto created = RunCaptured(argv);
-  if (!created) return std::unexpected(created.error());
-  if (created->exit_code != 0) {
-    return std::unexpected(Error{"smolbox create", FirstLine(created->err), 0});
+  SMOLBOX_ASSIGN_OR_RETURN(auto created, RunCaptured(argv));
+  if (created.exit_code != 0) {
+    return std::unexpected(Error{"smolbox create", FirstLine(created.err), 0});
   }
   warm->smolbox_ = argv[0];
   warm->name_ = argv[2];
@@ -74,7 +73,7 @@ Expected<int64_t> WarmSandbox::Sample(const Profile& profile, const Case& c) con
   auto start = std::chrono::steady_clock::now();
   auto run = RunCaptured(argv, options);
   auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start).count();
-  if (!run) return std::unexpected(run.error());
+  SMOLBOX_TRY(run);
   if (run->exit_code != 0) {
     return std::unexpected(Error{"exit", fmt::format("{}: {}", run->exit_code, FirstLine(run->err)), 0});
   }

@@ -299,12 +299,11 @@ Expected<std::string> Absolute(const std::string& path, const char* flag) {
 
 Expected<void> AddVolumes(const std::vector<std::string>& volumes, smolbox::RunSpec& spec) {
   for (const std::string& text : volumes) {
-    auto mount = smolbox::ParseVolume(text);
-    if (!mount) return std::unexpected(mount.error());
-    auto source = Absolute(mount->source, "--volume");
-    if (!source) return std::unexpected(source.error());
-    mount->source = *source;
-    spec.mounts.push_back(std::move(*mount));
+    SMOLBOX_ASSIGN_OR_RETURN(auto mount, smolbox::ParseVolume(text));
+    auto source = Absolute(mount.source, "--volume");
+    SMOLBOX_TRY(source);
+    mount.source = *source;
+    spec.mounts.push_back(std::move(mount));
   }
   return {};
 }
@@ -324,19 +323,17 @@ Expected<void> AddEnv(const std::vector<std::string>& entries, std::map<std::str
 
 Expected<void> ApplyNamedFlags(const RunFlags& f, smolbox::RunSpec& spec) {
   if (f.backend) {
-    auto kind = smolbox::ParseBackendKind(f.backend.value);
-    if (!kind) return std::unexpected(kind.error());
-    spec.backend = *kind;
+    SMOLBOX_ASSIGN_OR_RETURN(auto kind, smolbox::ParseBackendKind(f.backend.value));
+    spec.backend = kind;
   }
   if (f.accel) {
     auto accel = smolbox::ParseAccel(f.accel.value);
-    if (!accel) return std::unexpected(accel.error());
+    SMOLBOX_TRY(accel);
     spec.accel = *accel;
   }
   if (f.user) {
-    auto kind = smolbox::ParseUserKind(f.user.value);
-    if (!kind) return std::unexpected(kind.error());
-    spec.user = *kind;
+    SMOLBOX_ASSIGN_OR_RETURN(auto kind, smolbox::ParseUserKind(f.user.value));
+    spec.user = kind;
   }
   if (f.workdir) spec.workdir = f.workdir.value;
   if (f.stdin_file) {
@@ -351,9 +348,8 @@ Expected<void> ApplyImage(const Flag& image, smolbox::RunSpec& spec) {
   if (!image) return {};
   spec.image = image.value;
   if (image.value.find('/') == std::string::npos || image.value.starts_with('/')) return {};
-  auto abs = Absolute(image.value, "--image");
-  if (!abs) return std::unexpected(abs.error());
-  spec.image = *abs;
+  SMOLBOX_ASSIGN_OR_RETURN(auto abs, Absolute(image.value, "--image"));
+  spec.image = abs;
   return {};
 }
 
@@ -378,16 +374,14 @@ Expected<std::string> ReadSpecFile(const std::string& path) {
 Expected<smolbox::RunSpec> BuildSpec(const RunFlags& f) {
   smolbox::RunSpec spec;
   if (f.spec_file) {
-    auto text = ReadSpecFile(f.spec_file.value);
-    if (!text) return std::unexpected(text.error());
-    auto parsed = smolbox::ParseRunSpec(*text, fmt::format("spec file {}", f.spec_file.value));
-    if (!parsed) return std::unexpected(parsed.error());
-    spec = std::move(*parsed);
+    SMOLBOX_ASSIGN_OR_RETURN(auto text, ReadSpecFile(f.spec_file.value));
+    SMOLBOX_ASSIGN_OR_RETURN(auto parsed, smolbox::ParseRunSpec(text, fmt::format("spec file {}", f.spec_file.value)));
+    spec = std::move(parsed);
   }
   for (auto ok :
        {ApplyNamedFlags(f, spec), ApplyImage(f.image, spec), ApplyLimitFlags(f, spec.limits),
         AddEnv(f.env, spec.env), AddVolumes(f.volumes, spec)}) {
-    if (!ok) return std::unexpected(ok.error());
+    SMOLBOX_TRY(ok);
   }
   if (!f.command.empty()) spec.argv = f.command;
   if (f.no_snapshot) spec.vm_snapshot = false;
@@ -497,7 +491,7 @@ Expected<smolbox::persist::ExecOrder> BuildExecOrder(const SandboxFlags& s) {
   smolbox::persist::ExecOrder order;
   if (s.command.empty()) return Fail("command", "is missing: smolbox exec NAME -- CMD...");
   order.argv = s.command;
-  if (auto ok = AddEnv(s.env, order.env); !ok) return std::unexpected(ok.error());
+  SMOLBOX_TRY(AddEnv(s.env, order.env));
   if (s.workdir) order.workdir = s.workdir.value;
   if (s.timeout) {
     auto ms = smolbox::ParseDuration(s.timeout.value);

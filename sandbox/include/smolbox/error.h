@@ -5,11 +5,17 @@
 //     if (fd < 0) return std::unexpected(smolbox::Error::Sys("open " + p));
 //     return fd;
 //   }
+//
+// Two helpers pass an error up, so that no call site spells the unwrapping by hand:
+//
+//   SMOLBOX_TRY(MountProc());                            // returns its error, if any
+//   SMOLBOX_ASSIGN_OR_RETURN(auto fd, OpenDir(path));    // fd is the int, or the error returns
 #pragma once
 
 #include <cerrno>
 #include <expected>
 #include <string>
+#include <utility>
 
 namespace smolbox {
 
@@ -37,3 +43,22 @@ template <typename T>
 using Expected = std::expected<T, Error>;
 
 }  // namespace smolbox
+
+// Evaluates expr, an Expected (or an lvalue one, which is not copied), and returns its error
+// from the enclosing function, which returns some Expected.
+#define SMOLBOX_TRY(expr)                                                       \
+  do {                                                                          \
+    if (auto&& smolbox_try_result = (expr); !smolbox_try_result) {              \
+      return std::unexpected(std::move(smolbox_try_result).error());            \
+    }                                                                           \
+  } while (0)
+
+// Declares (or assigns) lhs from the value of expr, an Expected, or returns its error.
+#define SMOLBOX_ASSIGN_OR_RETURN(lhs, expr) \
+  SMOLBOX_ASSIGN_OR_RETURN_IMPL(SMOLBOX_ERROR_CONCAT(smolbox_assign_result_, __LINE__), lhs, expr)
+#define SMOLBOX_ERROR_CONCAT_INNER(a, b) a##b
+#define SMOLBOX_ERROR_CONCAT(a, b) SMOLBOX_ERROR_CONCAT_INNER(a, b)
+#define SMOLBOX_ASSIGN_OR_RETURN_IMPL(result, lhs, expr)   \
+  auto result = (expr);                                     \
+  if (!result) return std::unexpected(std::move(result).error()); \
+  lhs = std::move(*result)

@@ -97,13 +97,12 @@ Expected<void> SetNonBlocking(int fd) {
 Expected<Pipes> MakePipes() {
   Pipes pipes;
   for (Pipe* pipe : {&pipes.in, &pipes.out, &pipes.err, &pipes.error}) {
-    auto made = MakePipe();
-    if (!made) return std::unexpected(made.error());
-    *pipe = std::move(*made);
+    SMOLBOX_ASSIGN_OR_RETURN(auto made, MakePipe());
+    *pipe = std::move(made);
   }
   // Only the agent's stdio ends: the workload gets ordinary blocking pipes.
   for (int fd : {pipes.in.write.get(), pipes.out.read.get(), pipes.err.read.get()}) {
-    if (auto ok = SetNonBlocking(fd); !ok) return std::unexpected(ok.error());
+    SMOLBOX_TRY(SetNonBlocking(fd));
   }
   return pipes;
 }

@@ -41,8 +41,8 @@ Expected<void> Mount(const char* source, const std::string& target, const char* 
 }
 
 Expected<void> MountKernelFilesystems() {
-  if (auto ok = Mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC); !ok) return ok;
-  if (auto ok = Mount("sysfs", "/sys", "sysfs", MS_NOSUID | MS_NODEV | MS_NOEXEC); !ok) return ok;
+  SMOLBOX_TRY(Mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC));
+  SMOLBOX_TRY(Mount("sysfs", "/sys", "sysfs", MS_NOSUID | MS_NODEV | MS_NOEXEC));
   return Mount("devtmpfs", "/dev", "devtmpfs", MS_NOSUID | MS_NOEXEC, "mode=0755");
 }
 
@@ -119,7 +119,7 @@ Expected<void> MountImage() {
 }
 
 Expected<void> BindReadOnly(const std::string& source, const std::string& target) {
-  if (auto ok = Mount(source.c_str(), target, nullptr, MS_BIND | MS_REC); !ok) return ok;
+  SMOLBOX_TRY(Mount(source.c_str(), target, nullptr, MS_BIND | MS_REC));
   return Mount("none", target, nullptr, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NODEV);
 }
 
@@ -143,7 +143,7 @@ Expected<void> MirrorImage(const std::string& view) {
       }
     } else if (S_ISDIR(st.st_mode)) {
       if (mkdir(target.c_str(), 0755) != 0) return std::unexpected(Error::Sys("mkdir " + target));
-      if (auto ok = BindReadOnly(source, target); !ok) return ok;
+      SMOLBOX_TRY(BindReadOnly(source, target));
     }
   }
   // The loader cache is all of /etc the namespace code takes from its host.
@@ -153,7 +153,7 @@ Expected<void> MirrorImage(const std::string& view) {
   if (access(cache.c_str(), R_OK) == 0) {
     UniqueFd file(open((etc + "/ld.so.cache").c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0644));
     if (!file.valid()) return std::unexpected(Error::Sys("create /etc/ld.so.cache"));
-    if (auto ok = BindReadOnly(cache, etc + "/ld.so.cache"); !ok) return ok;
+    SMOLBOX_TRY(BindReadOnly(cache, etc + "/ld.so.cache"));
   }
   return {};
 }
@@ -163,17 +163,17 @@ Expected<void> MirrorImage(const std::string& view) {
 Expected<void> EnterHostView() {
   if (mkdir("/run", 0755) != 0 && errno != EEXIST) return std::unexpected(Error::Sys("mkdir /run"));
   if (mkdir(kHostView, 0755) != 0) return std::unexpected(Error::Sys(fmt::format("mkdir {}", kHostView)));
-  if (auto ok = Mount("tmpfs", kHostView, "tmpfs", MS_NOSUID | MS_NODEV, "size=1m,mode=0755"); !ok) return ok;
+  SMOLBOX_TRY(Mount("tmpfs", kHostView, "tmpfs", MS_NOSUID | MS_NODEV, "size=1m,mode=0755"));
   const std::string view = kHostView;
-  if (auto ok = MirrorImage(view); !ok) return ok;
+  SMOLBOX_TRY(MirrorImage(view));
   for (const char* dir : {"proc", "sys", "dev", "newroot", "storage", "volumes", "tmp"}) {
     if (mkdir((view + "/" + dir).c_str(), 0755) != 0) return std::unexpected(Error::Sys(fmt::format("mkdir /{}", dir)));
   }
   for (const char* dir : {"/proc", "/sys", "/dev"}) {
-    if (auto ok = Mount(dir, view + dir, nullptr, MS_MOVE); !ok) return ok;
+    SMOLBOX_TRY(Mount(dir, view + dir, nullptr, MS_MOVE));
   }
   if (chdir(kHostView) != 0) return std::unexpected(Error::Sys("chdir host view"));
-  if (auto ok = Mount(".", "/", nullptr, MS_MOVE); !ok) return ok;
+  SMOLBOX_TRY(Mount(".", "/", nullptr, MS_MOVE));
   if (chroot(".") != 0 || chdir("/") != 0) return std::unexpected(Error::Sys("chroot into the host view"));
   return {};
 }
@@ -183,18 +183,18 @@ Expected<void> EnterHostView() {
 bool StartedAsGuestInit(int argc) { return getpid() == 1 && argc <= 1; }
 
 Expected<UniqueFd> BootGuest() {
-  if (auto ok = MountKernelFilesystems(); !ok) return std::unexpected(ok.error());
+  SMOLBOX_TRY(MountKernelFilesystems());
   AttachConsole();
-  if (auto ok = LoadModules(); !ok) return std::unexpected(ok.error());
+  SMOLBOX_TRY(LoadModules());
   if (sethostname(kGuestHostname, strlen(kGuestHostname)) != 0) return std::unexpected(Error::Sys("sethostname"));
-  if (auto ok = ns::BringUpLoopback(); !ok) return std::unexpected(ok.error());
+  SMOLBOX_TRY(ns::BringUpLoopback());
   auto channel = OpenChannel();
   if (!channel) return channel;
-  if (auto ok = MountImage(); !ok) return std::unexpected(ok.error());
+  SMOLBOX_TRY(MountImage());
   if (auto ok = Mount("cgroup2", kGuestCgroupRoot, "cgroup2", MS_NOSUID | MS_NODEV | MS_NOEXEC); !ok) {
     return std::unexpected(ok.error());
   }
-  if (auto ok = EnterHostView(); !ok) return std::unexpected(ok.error());
+  SMOLBOX_TRY(EnterHostView());
   return channel;
 }
 

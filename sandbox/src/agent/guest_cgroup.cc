@@ -36,23 +36,23 @@ std::string ReadAt(int dir, const char* file) {
 Expected<WorkloadCgroup> WorkloadCgroup::Create(const std::string& root, const CgroupLimits& limits) {
   UniqueFd root_fd(open(root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (!root_fd.valid()) return std::unexpected(Error::Sys("open " + root));
-  if (auto ok = WriteAt(root_fd.get(), "cgroup.subtree_control", "+memory +pids +cpu"); !ok) return std::unexpected(ok.error());
+  SMOLBOX_TRY(WriteAt(root_fd.get(), "cgroup.subtree_control", "+memory +pids +cpu"));
   if (mkdirat(root_fd.get(), "workload", 0755) != 0 && errno != EEXIST) {
     return std::unexpected(Error::Sys("mkdir workload cgroup"));
   }
   UniqueFd dir(openat(root_fd.get(), "workload", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (!dir.valid()) return std::unexpected(Error::Sys("open workload cgroup"));
   if (limits.memory_bytes > 0) {
-    if (auto ok = WriteAt(dir.get(), "memory.max", std::to_string(limits.memory_bytes)); !ok) return std::unexpected(ok.error());
+    SMOLBOX_TRY(WriteAt(dir.get(), "memory.max", std::to_string(limits.memory_bytes)));
     // One OOM kill ends the whole workload, as on the host: no half-killed process tree.
-    if (auto ok = WriteAt(dir.get(), "memory.oom.group", "1"); !ok) return std::unexpected(ok.error());
+    SMOLBOX_TRY(WriteAt(dir.get(), "memory.oom.group", "1"));
   }
   if (limits.pids > 0) {
-    if (auto ok = WriteAt(dir.get(), "pids.max", std::to_string(limits.pids)); !ok) return std::unexpected(ok.error());
+    SMOLBOX_TRY(WriteAt(dir.get(), "pids.max", std::to_string(limits.pids)));
   }
   if (limits.cpus > 0) {
     auto quota = static_cast<int64_t>(limits.cpus * kCpuPeriodUsec);
-    if (auto ok = WriteAt(dir.get(), "cpu.max", fmt::format("{} {}", quota, kCpuPeriodUsec)); !ok) return std::unexpected(ok.error());
+    SMOLBOX_TRY(WriteAt(dir.get(), "cpu.max", fmt::format("{} {}", quota, kCpuPeriodUsec)));
   }
   UniqueFd procs(openat(dir.get(), "cgroup.procs", O_WRONLY | O_CLOEXEC));
   if (!procs.valid()) return std::unexpected(Error::Sys("open workload cgroup.procs"));

@@ -40,7 +40,7 @@ Expected<void> ReseedCrng() {
 }
 
 Expected<void> FreshenRestoredGuest(const GuestRestore& restore) {
-  if (auto ok = ReseedEntropy(restore.seed); !ok) return ok;
+  SMOLBOX_TRY(ReseedEntropy(restore.seed));
   // The guest's clock stopped when the snapshot was taken; its wall clock would be that old.
   timespec now{static_cast<time_t>(restore.realtime_sec), static_cast<long>(restore.realtime_nsec)};
   if (clock_settime(CLOCK_REALTIME, &now) != 0) return std::unexpected(Error::Sys("clock_settime"));

@@ -41,7 +41,7 @@ bool ValidTag(const std::string& tag) {
 Expected<WorkloadCgroup> SetUpGuestRun(const GuestSetup& setup) {
   auto cgroup = WorkloadCgroup::Create(kGuestCgroupRoot, CgroupLimits{setup.memory_bytes, setup.pids, setup.cpus});
   if (!cgroup) return cgroup;
-  if (auto ok = MountShare(kStorageTag, kStorageMount, false); !ok) return std::unexpected(ok.error());
+  SMOLBOX_TRY(MountShare(kStorageTag, kStorageMount, false));
   ns::RootPlan plan;
   plan.newroot = kNewRoot;
   plan.storage = kStorageMount;
@@ -55,16 +55,16 @@ Expected<WorkloadCgroup> SetUpGuestRun(const GuestSetup& setup) {
       if (!ValidTag(v.tag)) return std::unexpected(Error{"setup", fmt::format("bad share tag \"{}\"", v.tag), 0});
       bind.source = fmt::format("/volumes/{}", v.tag);
       if (mkdir(bind.source.c_str(), 0755) != 0) return std::unexpected(Error::Sys("mkdir " + bind.source));
-      if (auto ok = MountShare(v.tag, bind.source, true); !ok) return std::unexpected(ok.error());
+      SMOLBOX_TRY(MountShare(v.tag, bind.source, true));
     }
     plan.volumes.push_back(std::move(bind));
   }
   // The cgroup and the 9p shares need the guest kernel's root; nothing after this does.
-  if (auto ok = EnterWorkloadNamespaces(); !ok) return std::unexpected(ok.error());
-  if (auto ok = ns::OpenSources(plan); !ok) return std::unexpected(ok.error());
-  if (auto ok = ns::BuildRoot(plan); !ok) return std::unexpected(ok.error());
-  if (auto ok = ns::PivotInto(kNewRoot); !ok) return std::unexpected(ok.error());
-  if (auto ok = ns::LimitAgentBoundingSet(); !ok) return std::unexpected(ok.error());
+  SMOLBOX_TRY(EnterWorkloadNamespaces());
+  SMOLBOX_TRY(ns::OpenSources(plan));
+  SMOLBOX_TRY(ns::BuildRoot(plan));
+  SMOLBOX_TRY(ns::PivotInto(kNewRoot));
+  SMOLBOX_TRY(ns::LimitAgentBoundingSet());
   return cgroup;
 }
 

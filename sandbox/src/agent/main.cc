@@ -137,7 +137,7 @@ class Agent {
         ReapExited(-1);
       }
       if (fds[0].revents != 0) {
-        if (auto read = connection_.ReadAvailable(); !read) return std::unexpected(read.error());
+        SMOLBOX_TRY(connection_.ReadAvailable());
       }
     }
   }

@@ -365,12 +365,11 @@ int LoadSeccompProgram(const SeccompProgram& program) noexcept {
 }
 
 Expected<void> InstallSeccompPolicy() {
-  auto program = CompileSeccompPolicy();
-  if (!program) return std::unexpected(program.error());
+  SMOLBOX_ASSIGN_OR_RETURN(auto program, CompileSeccompPolicy());
   if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) {
     return std::unexpected(Error::Sys("prctl(PR_SET_NO_NEW_PRIVS)"));
   }
-  if (int err = LoadSeccompProgram(*program); err != 0) {
+  if (int err = LoadSeccompProgram(program); err != 0) {
     return std::unexpected(Error::Sys("seccomp(SECCOMP_SET_MODE_FILTER)", err));
   }
   return {};

@@ -59,7 +59,7 @@ Expected<Message> DecodeBody(const char* body, uint32_t body_len, std::string_vi
   if (json_len > body_len - 4) return std::unexpected(Error{std::string(what), "bad JSON length", 0});
   const JsonBounds bounds{.max_bytes = kMaxHeaderBytes, .max_values = kMaxHeaderValues};
   auto header = ParseBoundedJson(std::string_view(body + 4, json_len), bounds, what);
-  if (!header) return std::unexpected(header.error());
+  SMOLBOX_TRY(header);
   if (!header->is_object()) return std::unexpected(Error{std::string(what), "header is not a JSON object", 0});
   Message message;
   message.header = std::move(*header);
@@ -95,20 +95,17 @@ Expected<void> WriteMessage(int fd, const Message& message) {
 
 Expected<std::optional<Message>> ReadMessage(int fd, std::string_view what) {
   char prefix[4];
-  auto got = ReadExactly(fd, prefix, sizeof prefix);
-  if (!got) return std::unexpected(got.error());
-  if (!*got) return std::nullopt;
+  SMOLBOX_ASSIGN_OR_RETURN(auto got, ReadExactly(fd, prefix, sizeof prefix));
+  if (!got) return std::nullopt;
   uint32_t body_len = GetU32(prefix);
   if (body_len > kMaxFrameBytes) return std::unexpected(OverLimit(what, body_len));
   std::string body(body_len, '\0');
-  auto body_got = ReadExactly(fd, body.data(), body_len);
-  if (!body_got) return std::unexpected(body_got.error());
-  if (!*body_got && body_len > 0) {
+  SMOLBOX_ASSIGN_OR_RETURN(auto body_got, ReadExactly(fd, body.data(), body_len));
+  if (!body_got && body_len > 0) {
     return std::unexpected(Error{"channel read", "peer closed mid-frame", 0});
   }
-  auto message = DecodeBody(body.data(), body_len, what);
-  if (!message) return std::unexpected(message.error());
-  return std::optional<Message>(std::move(*message));
+  SMOLBOX_ASSIGN_OR_RETURN(auto message, DecodeBody(body.data(), body_len, what));
+  return std::optional<Message>(std::move(message));
 }
 
 Expected<std::optional<Message>> FrameReader::Next() {
@@ -118,7 +115,7 @@ Expected<std::optional<Message>> FrameReader::Next() {
   if (buffer_.size() < 4 + static_cast<size_t>(body_len)) return std::nullopt;
   auto message = DecodeBody(buffer_.data() + 4, body_len, what_);
   buffer_.erase(0, 4 + static_cast<size_t>(body_len));
-  if (!message) return std::unexpected(message.error());
+  SMOLBOX_TRY(message);
   return std::optional<Message>(std::move(*message));
 }
 

@@ -81,7 +81,7 @@ Expected<ExecReport> DecodeExit(const channel::Message& m) {
     const auto& h = m.header;
     ExecReport r;
     auto status = ParseStatus(h.at("status").get<std::string>());
-    if (!status) return std::unexpected(status.error());
+    SMOLBOX_TRY(status);
     r.status = *status;
     r.exit_code = IntegerAt<int>(h, "exit_code");
     r.signal = IntegerAt<int>(h, "signal");

@@ -105,7 +105,7 @@ Expected<void> CheckJsonBounds(std::string_view text, const JsonBounds& bounds,
 Expected<nlohmann::json> ParseBoundedJson(std::string_view text, const JsonBounds& bounds,
                                           std::string_view what,
                                           const nlohmann::json::parser_callback_t& callback) {
-  if (auto ok = CheckJsonBounds(text, bounds, what); !ok) return std::unexpected(ok.error());
+  SMOLBOX_TRY(CheckJsonBounds(text, bounds, what));
   // JSON parsing is one of the edges where exceptions are allowed; they stop here.
   try {
     return nlohmann::json::parse(text.begin(), text.end(), callback);

@@ -7,7 +7,7 @@
 // 290 MB once parsed; a value count holds that to a few MB.
 //
 //   auto doc = smolbox::ParseBoundedJson(text, {.max_bytes = 1 << 20}, "guest message");
-//   if (!doc) return std::unexpected(doc.error());
+//   SMOLBOX_TRY(doc);
 //   // "guest message: nesting deeper than 32 levels"
 //   // "guest message: 5000000 bytes is over the 1 MiB limit"
 #pragma once

@@ -129,7 +129,7 @@ Expected<RunResult> ResultFromJson(const nlohmann::json& j) {
     RunResult r;
     field = "status";
     auto status = ParseStatus(j.at("status").get<std::string>());
-    if (!status) return std::unexpected(status.error());
+    SMOLBOX_TRY(status);
     r.status = *status;
     field = "exit_code";
     if (!j.at("exit_code").is_null()) r.exit_code = IntegerAt<int>(j, "exit_code");

@@ -61,9 +61,8 @@ Expected<std::vector<std::string>> GetStringArray(const json& v, const std::stri
   if (!v.is_array()) return Fail(path, "must be an array of strings");
   std::vector<std::string> out;
   for (size_t i = 0; i < v.size(); ++i) {
-    auto s = GetString(v[i], fmt::format("{}[{}]", path, i));
-    if (!s) return std::unexpected(s.error());
-    out.push_back(std::move(*s));
+    SMOLBOX_ASSIGN_OR_RETURN(auto s, GetString(v[i], fmt::format("{}[{}]", path, i)));
+    out.push_back(std::move(s));
   }
   return out;
 }
@@ -72,9 +71,8 @@ Expected<std::map<std::string, std::string>> GetStringMap(const json& v, const s
   if (!v.is_object()) return Fail(path, "must be an object of strings");
   std::map<std::string, std::string> out;
   for (const auto& [key, value] : v.items()) {
-    auto s = GetString(value, Join(path, key));
-    if (!s) return std::unexpected(s.error());
-    out.emplace(key, std::move(*s));
+    SMOLBOX_ASSIGN_OR_RETURN(auto s, GetString(value, Join(path, key)));
+    out.emplace(key, std::move(s));
   }
   return out;
 }
@@ -92,16 +90,15 @@ Expected<void> ParseObject(const json& v, const std::string& path, const FieldTa
     std::string field = Join(path, key);
     auto it = table.find(key);
     if (it == table.end()) return Fail(field, "unknown field");
-    if (auto ok = it->second(value, field, out); !ok) return ok;
+    SMOLBOX_TRY(it->second(value, field, out));
   }
   return {};
 }
 
 template <auto Member, typename T>
 Expected<void> SetString(const json& v, const std::string& path, T& out) {
-  auto s = GetString(v, path);
-  if (!s) return std::unexpected(s.error());
-  out.*Member = std::move(*s);
+  SMOLBOX_ASSIGN_OR_RETURN(auto s, GetString(v, path));
+  out.*Member = std::move(s);
   return {};
 }
 
@@ -114,9 +111,8 @@ Expected<void> SetOptionalString(const json& v, const std::string& path, T& out)
 
 template <auto Member, typename T>
 Expected<void> SetInteger(const json& v, const std::string& path, T& out) {
-  auto n = GetInteger(v, path);
-  if (!n) return std::unexpected(n.error());
-  out.*Member = *n;
+  SMOLBOX_ASSIGN_OR_RETURN(auto n, GetInteger(v, path));
+  out.*Member = n;
   return {};
 }
 
@@ -153,12 +149,11 @@ const FieldTable<Limits>& LimitFields() {
 }
 
 Expected<void> SetMountMode(const json& v, const std::string& path, Mount& out) {
-  auto mode = GetString(v, path);
-  if (!mode) return std::unexpected(mode.error());
-  if (*mode != "ro" && *mode != "rw") {
-    return Fail(path, fmt::format("must be ro or rw (got {:?})", *mode));
+  SMOLBOX_ASSIGN_OR_RETURN(auto mode, GetString(v, path));
+  if (mode != "ro" && mode != "rw") {
+    return Fail(path, fmt::format("must be ro or rw (got {:?})", mode));
   }
-  out.read_only = *mode == "ro";
+  out.read_only = mode == "ro";
   return {};
 }
 
@@ -169,7 +164,7 @@ Expected<Mount> ParseMount(const json& v, const std::string& path) {
       {"mode", SetMountMode},
   };
   Mount mount;
-  if (auto ok = ParseObject(v, path, table, mount); !ok) return std::unexpected(ok.error());
+  SMOLBOX_TRY(ParseObject(v, path, table, mount));
   for (std::string_view required : {"source", "target"}) {
     if (!v.contains(required)) return Fail(Join(path, required), "is required");
   }
@@ -179,37 +174,31 @@ Expected<Mount> ParseMount(const json& v, const std::string& path) {
 Expected<void> SetMounts(const json& v, const std::string& path, RunSpec& out) {
   if (!v.is_array()) return Fail(path, "must be an array of mounts");
   for (size_t i = 0; i < v.size(); ++i) {
-    auto mount = ParseMount(v[i], fmt::format("{}[{}]", path, i));
-    if (!mount) return std::unexpected(mount.error());
-    out.mounts.push_back(std::move(*mount));
+    SMOLBOX_ASSIGN_OR_RETURN(auto mount, ParseMount(v[i], fmt::format("{}[{}]", path, i)));
+    out.mounts.push_back(std::move(mount));
   }
   return {};
 }
 
 Expected<void> SetBackend(const json& v, const std::string& path, RunSpec& out) {
-  auto name = GetString(v, path);
-  if (!name) return std::unexpected(name.error());
-  auto kind = ParseBackendKind(*name);
-  if (!kind) return std::unexpected(kind.error());
-  out.backend = *kind;
+  SMOLBOX_ASSIGN_OR_RETURN(auto name, GetString(v, path));
+  SMOLBOX_ASSIGN_OR_RETURN(auto kind, ParseBackendKind(name));
+  out.backend = kind;
   return {};
 }
 
 Expected<void> SetAccel(const json& v, const std::string& path, RunSpec& out) {
-  auto name = GetString(v, path);
-  if (!name) return std::unexpected(name.error());
-  auto accel = ParseAccel(*name);
-  if (!accel) return std::unexpected(accel.error());
+  SMOLBOX_ASSIGN_OR_RETURN(auto name, GetString(v, path));
+  auto accel = ParseAccel(name);
+  SMOLBOX_TRY(accel);
   out.accel = *accel;
   return {};
 }
 
 Expected<void> SetUser(const json& v, const std::string& path, RunSpec& out) {
-  auto name = GetString(v, path);
-  if (!name) return std::unexpected(name.error());
-  auto kind = ParseUserKind(*name);
-  if (!kind) return std::unexpected(kind.error());
-  out.user = *kind;
+  SMOLBOX_ASSIGN_OR_RETURN(auto name, GetString(v, path));
+  SMOLBOX_ASSIGN_OR_RETURN(auto kind, ParseUserKind(name));
+  out.user = kind;
   return {};
 }
 
@@ -223,14 +212,14 @@ Expected<void> SetNetwork(const json& v, const std::string& path, RunSpec& out) 
 
 Expected<void> SetArgv(const json& v, const std::string& path, RunSpec& out) {
   auto argv = GetStringArray(v, path);
-  if (!argv) return std::unexpected(argv.error());
+  SMOLBOX_TRY(argv);
   out.argv = std::move(*argv);
   return {};
 }
 
 Expected<void> SetEnv(const json& v, const std::string& path, RunSpec& out) {
   auto env = GetStringMap(v, path);
-  if (!env) return std::unexpected(env.error());
+  SMOLBOX_TRY(env);
   out.env = std::move(*env);
   return {};
 }
@@ -359,7 +348,7 @@ Expected<void> CheckLimits(const RunSpec& spec) {
       {"files", l.files, kMinFiles, kMaxFiles, ""},
   };
   for (const IntRange& range : ranges) {
-    if (auto ok = CheckRange(range); !ok) return ok;
+    SMOLBOX_TRY(CheckRange(range));
   }
   // Written so that NaN fails too.
   if (!(l.cpus > 0 && l.cpus <= kMaxCpus)) {
@@ -425,7 +414,7 @@ Expected<void> CheckGuestPath(std::string_view path, const std::string& field) {
 }
 
 Expected<void> CheckWorkdir(const RunSpec& spec) {
-  if (auto ok = CheckGuestPath(spec.workdir, "workdir"); !ok) return ok;
+  SMOLBOX_TRY(CheckGuestPath(spec.workdir, "workdir"));
   if (auto dir = SystemDirOf(spec.workdir)) {
     return Fail("workdir",
                 fmt::format("must not be under {} (got {})", *dir, Printable(spec.workdir)));
@@ -472,7 +461,7 @@ Expected<void> CheckImage(const RunSpec& spec) {
 }
 
 Expected<void> CheckMountTarget(const std::string& target, const std::string& field) {
-  if (auto ok = CheckGuestPath(target, field); !ok) return ok;
+  SMOLBOX_TRY(CheckGuestPath(target, field));
   if (target == "/") return Fail(field, "must not be /");
   if (target.find("//") != std::string::npos || target.back() == '/') {
     return Fail(field,
@@ -504,13 +493,13 @@ Expected<void> CheckMounts(const RunSpec& spec) {
   for (size_t i = 0; i < spec.mounts.size(); ++i) {
     const Mount& m = spec.mounts[i];
     std::string field = fmt::format("mounts[{}]", i);
-    if (auto ok = CheckMountTarget(m.target, field + ".target"); !ok) return ok;
+    SMOLBOX_TRY(CheckMountTarget(m.target, field + ".target"));
     auto [it, inserted] = targets.emplace(m.target, i);
     if (!inserted) {
       return Fail(field + ".target", fmt::format("{} is also the target of mounts[{}]",
                                                  Printable(m.target), it->second));
     }
-    if (auto ok = CheckMountSource(m.source, field + ".source"); !ok) return ok;
+    SMOLBOX_TRY(CheckMountSource(m.source, field + ".source"));
   }
   return {};
 }
@@ -518,11 +507,10 @@ Expected<void> CheckMounts(const RunSpec& spec) {
 }  // namespace
 
 Expected<RunSpec> ParseRunSpec(const std::string& json_text, std::string_view origin) {
-  auto doc = ParseJson(json_text, origin);
-  if (!doc) return std::unexpected(doc.error());
-  if (!doc->is_object()) return Fail(std::string(origin), "must be an object");
+  SMOLBOX_ASSIGN_OR_RETURN(auto doc, ParseJson(json_text, origin));
+  if (!doc.is_object()) return Fail(std::string(origin), "must be an object");
   RunSpec spec;
-  if (auto ok = ParseObject(*doc, "", SpecFields(), spec); !ok) return std::unexpected(ok.error());
+  SMOLBOX_TRY(ParseObject(doc, "", SpecFields(), spec));
   return spec;
 }
 
@@ -531,7 +519,7 @@ Expected<void> ValidateRunSpec(const RunSpec& spec) {
   // The checks that need no host access come first; then the ones that stat.
   for (Check check :
        {CheckArgv, CheckEnv, CheckLimits, CheckWorkdir, CheckStdin, CheckImage, CheckMounts}) {
-    if (auto ok = check(spec); !ok) return ok;
+    SMOLBOX_TRY(check(spec));
   }
   return {};
 }

@@ -126,21 +126,19 @@ Expected<int64_t> Scale(const Quantity& q, int64_t scale, std::string_view text,
 
 Expected<int64_t> ParseDuration(std::string_view text) {
   constexpr std::string_view kExample = "250ms, 2s, 1.5m";
-  auto q = Split(text, "duration", kExample);
-  if (!q) return std::unexpected(q.error());
-  const Suffix* suffix = FindSuffix(kDurationSuffixes, q->suffix, /*ignore_case=*/false);
+  SMOLBOX_ASSIGN_OR_RETURN(auto q, Split(text, "duration", kExample));
+  const Suffix* suffix = FindSuffix(kDurationSuffixes, q.suffix, /*ignore_case=*/false);
   if (suffix == nullptr)
     return Fail(fmt::format("{:?} is not a duration (e.g. {})", text, kExample));
-  return Scale(*q, suffix->scale, text, "milliseconds");
+  return Scale(q, suffix->scale, text, "milliseconds");
 }
 
 Expected<int64_t> ParseBytes(std::string_view text) {
   constexpr std::string_view kExample = "512K, 64M, 2G";
-  auto q = Split(text, "size", kExample);
-  if (!q) return std::unexpected(q.error());
-  const Suffix* suffix = FindSuffix(kSizeSuffixes, q->suffix, /*ignore_case=*/true);
+  SMOLBOX_ASSIGN_OR_RETURN(auto q, Split(text, "size", kExample));
+  const Suffix* suffix = FindSuffix(kSizeSuffixes, q.suffix, /*ignore_case=*/true);
   if (suffix == nullptr) return Fail(fmt::format("{:?} is not a size (e.g. {})", text, kExample));
-  return Scale(*q, suffix->scale, text, "bytes");
+  return Scale(q, suffix->scale, text, "bytes");
 }
 
 Expected<int64_t> ParseSizeMiB(std::string_view text) {

@@ -8,7 +8,7 @@ namespace smolbox::host {
 Expected<HostReport> ProbeHost(const ProbeOptions& options, std::vector<ProbedPath>& probed) {
   Expected<HostView> view =
       options.root.empty() ? HostView::Live() : HostView::Fixture(options.root);
-  if (!view) return std::unexpected(view.error());
+  SMOLBOX_TRY(view);
   HostReport report;
   report.root = view->root();
   Findings found;

@@ -95,14 +95,13 @@ Expected<HostView> HostView::Fixture(const std::string& root) {
   view.root_ = fs::absolute(root).lexically_normal().string();
   if (view.root_.ends_with('/')) view.root_.pop_back();
   auto host = LoadJson(view.root_ + "/host.json");
-  if (!host) return std::unexpected(host.error());
-  auto nodes = LoadJson(view.root_ + "/stat.json");
-  if (!nodes) return std::unexpected(nodes.error());
+  SMOLBOX_TRY(host);
+  SMOLBOX_ASSIGN_OR_RETURN(auto nodes, LoadJson(view.root_ + "/stat.json"));
   try {
     view.uid_ = host->at("uid").get<uid_t>();
     view.groups_ = host->value("groups", std::vector<gid_t>{});
     view.cpuid_hypervisor_ = host->value("cpuid_hypervisor", "");
-    for (const auto& [path, node] : nodes->items()) view.nodes_[path] = ParseNode(node);
+    for (const auto& [path, node] : nodes.items()) view.nodes_[path] = ParseNode(node);
   } catch (const std::exception& e) {
     return std::unexpected(Error{view.root_ + "/host.json or stat.json", e.what(), 0});
   }

@@ -17,11 +17,6 @@
 #include "net.h"
 #include "storage.h"
 
-#define SMOLBOX_TRY(expr)                                    \
-  do {                                                       \
-    if (auto _result = (expr); !_result) return std::unexpected(_result.error()); \
-  } while (0)
-
 namespace smolbox::ns {
 namespace {
 
@@ -35,9 +30,8 @@ Expected<void> DieWithParent() {
 }
 
 Expected<void> AwaitGo(int channel) {
-  auto message = channel::ReadMessage(channel);
-  if (!message) return std::unexpected(message.error());
-  if (!*message || (*message)->Type() != "go") {
+  SMOLBOX_ASSIGN_OR_RETURN(auto message, channel::ReadMessage(channel));
+  if (!message || (message)->Type() != "go") {
     return std::unexpected(Error{"await runtime", "the runtime went away during setup", 0});
   }
   return {};

@@ -125,12 +125,10 @@ bool SameContentLikely(const struct stat& a, const struct stat& b) {
 Expected<void> RemoveTree(int dir_fd, const std::string& name, bool is_dir, size_t depth) {
   if (is_dir) {
     if (depth >= kMaxDepth) return std::unexpected(Error{name, fmt::format("nested deeper than {} levels to remove", kMaxDepth), 0});
-    auto sub = OpenDir(dir_fd, name);
-    if (!sub) return std::unexpected(sub.error());
-    auto entries = List(sub->get());
-    if (!entries) return std::unexpected(entries.error());
-    for (const auto& [child, st] : *entries) {
-      if (auto ok = RemoveTree(sub->get(), child, S_ISDIR(st.st_mode), depth + 1); !ok) return ok;
+    SMOLBOX_ASSIGN_OR_RETURN(auto sub, OpenDir(dir_fd, name));
+    SMOLBOX_ASSIGN_OR_RETURN(auto entries, List(sub.get()));
+    for (const auto& [child, st] : entries) {
+      SMOLBOX_TRY(RemoveTree(sub.get(), child, S_ISDIR(st.st_mode), depth + 1));
     }
   }
   if (unlinkat(dir_fd, name.c_str(), is_dir ? AT_REMOVEDIR : 0) != 0) {
@@ -208,14 +206,13 @@ Expected<std::optional<Level>> Descend(Level& level, const std::string& name, co
                                        size_t depth, const Walk& walk) {
   std::string rel = Join(level.path, name);
   if (depth >= kMaxDepth) {
-    auto skipped = Skip(walk, rel, Error{"directory", fmt::format("nested deeper than {} levels", kMaxDepth), 0});
-    if (!skipped) return std::unexpected(skipped.error());
+    SMOLBOX_TRY(Skip(walk, rel, Error{"directory", fmt::format("nested deeper than {} levels", kMaxDepth), 0}));
     return std::nullopt;
   }
   auto existing = level.existing.find(name);
   if (existing != level.existing.end() && !S_ISDIR(existing->second.st_mode)) {
     if (auto ok = RemoveTree(level.to.get(), name, false, 0); !ok) {
-      if (auto skipped = Skip(walk, rel, ok.error()); !skipped) return std::unexpected(skipped.error());
+      SMOLBOX_TRY(Skip(walk, rel, ok.error()));
       return std::nullopt;
     }
   }
@@ -223,7 +220,7 @@ Expected<std::optional<Level>> Descend(Level& level, const std::string& name, co
   auto to = from ? EnsureDir(level.to.get(), name, st.st_mode, walk.owner) : std::unexpected(from.error());
   auto next = to ? OpenLevel(std::move(*from), std::move(*to), rel, walk) : std::unexpected(to.error());
   if (!next) {
-    if (auto skipped = Skip(walk, rel, next.error()); !skipped) return std::unexpected(skipped.error());
+    SMOLBOX_TRY(Skip(walk, rel, next.error()));
     return std::nullopt;
   }
   return std::optional<Level>(std::move(*next));
@@ -247,10 +244,9 @@ Expected<void> Sync(int from_dir, int to_dir, const Walk& walk) {
   UniqueFd from(fcntl(from_dir, F_DUPFD_CLOEXEC, 0));
   UniqueFd to(fcntl(to_dir, F_DUPFD_CLOEXEC, 0));
   if (!from.valid() || !to.valid()) return std::unexpected(Error::Sys("dup a volume's directory"));
-  auto top = OpenLevel(std::move(from), std::move(to), "", walk);
-  if (!top) return std::unexpected(top.error());
+  SMOLBOX_ASSIGN_OR_RETURN(auto top, OpenLevel(std::move(from), std::move(to), "", walk));
   std::vector<Level> stack;
-  stack.push_back(std::move(*top));
+  stack.push_back(std::move(top));
   while (!stack.empty()) {
     Level& level = stack.back();
     if (level.next == level.entries.size()) {
@@ -260,11 +256,11 @@ Expected<void> Sync(int from_dir, int to_dir, const Walk& walk) {
     }
     const auto& [name, st] = level.entries[level.next++];
     if (!S_ISDIR(st.st_mode)) {
-      if (auto ok = SyncEntry(level, name, st, walk); !ok) return ok;
+      SMOLBOX_TRY(SyncEntry(level, name, st, walk));
       continue;
     }
     auto next = Descend(level, name, st, stack.size(), walk);
-    if (!next) return std::unexpected(next.error());
+    SMOLBOX_TRY(next);
     if (*next) stack.push_back(std::move(**next));
   }
   return {};

@@ -87,11 +87,11 @@ Expected<std::pair<channel::Message, std::vector<UniqueFd>>> ReceiveWithFds(int 
   // Exactly this frame: the next one belongs to whoever reads the socket after.
   std::string frame(prefix, sizeof prefix);
   frame.resize(sizeof prefix + body_len);
-  if (auto ok = ReadExactly(socket, frame.data() + sizeof prefix, body_len); !ok) return std::unexpected(ok.error());
+  SMOLBOX_TRY(ReadExactly(socket, frame.data() + sizeof prefix, body_len));
   channel::FrameReader reader;
   reader.Feed(frame.data(), frame.size());
   auto message = reader.Next();
-  if (!message) return std::unexpected(message.error());
+  SMOLBOX_TRY(message);
   if (!*message) return std::unexpected(Error{"message", "an incomplete frame", 0});
   return std::pair{std::move(**message), std::move(received)};
 }

@@ -58,23 +58,22 @@ bool StrictlyBelow(const std::string& dir, const std::string& path) {
 }  // namespace
 
 Expected<SourceHider> SourceHider::Create(const std::string& root) {
-  auto empty_point = MakeTempDir(root, ".smolbox-empty-");
-  if (!empty_point) return std::unexpected(empty_point.error());
+  SMOLBOX_ASSIGN_OR_RETURN(auto empty_point, MakeTempDir(root, ".smolbox-empty-"));
   auto stage_point = MakeTempDir(root, ".smolbox-stage-");
   if (!stage_point) {
-    rmdir(empty_point->c_str());
+    rmdir(empty_point.c_str());
     return std::unexpected(stage_point.error());
   }
   // The empty layer is a tmpfs of its own, not a directory of the new root that is removed
   // afterwards: overlayfs lists a merged directory with a removed layer as empty. A detached
   // mount lives on while the overlays hold it, and the sandbox's root keeps no trace of it.
-  SourceHider hider(*empty_point, *stage_point, UniqueFd());
-  if (mount("tmpfs", empty_point->c_str(), "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
+  SourceHider hider(empty_point, *stage_point, UniqueFd());
+  if (mount("tmpfs", empty_point.c_str(), "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
             "size=4k,mode=0555") != 0) {
-    return std::unexpected(Error::Sys("mount the empty overlay layer on " + *empty_point));
+    return std::unexpected(Error::Sys("mount the empty overlay layer on " + empty_point));
   }
-  hider.empty_.Reset(open(empty_point->c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
-  if (!hider.empty_.valid()) return std::unexpected(Error::Sys("open " + *empty_point));
+  hider.empty_.Reset(open(empty_point.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+  if (!hider.empty_.valid()) return std::unexpected(Error::Sys("open " + empty_point));
   return hider;
 }
 
@@ -109,7 +108,7 @@ Expected<void> SourceHider::MountDirectory(int dir_fd, const std::string& target
 
 Expected<std::string> SourceHider::Stage(int dir_fd) {
   Unstage();
-  if (auto ok = MountDirectory(dir_fd, stage_point_); !ok) return std::unexpected(ok.error());
+  SMOLBOX_TRY(MountDirectory(dir_fd, stage_point_));
   staged_ = true;
   return stage_point_;
 }

@@ -78,7 +78,7 @@ unsigned long LockedFlags(const std::string& path) {
 
 Expected<void> Bind(const std::string& source, const std::string& target, bool read_only,
                     unsigned long extra = MS_NOSUID | MS_NODEV) {
-  if (auto ok = Mount(source, target, nullptr, MS_BIND | MS_REC); !ok) return ok;
+  SMOLBOX_TRY(Mount(source, target, nullptr, MS_BIND | MS_REC));
   unsigned long flags = MS_REMOUNT | MS_BIND | extra | LockedFlags(target) | (read_only ? MS_RDONLY : 0);
   return Mount("none", target, nullptr, flags);
 }
@@ -110,12 +110,12 @@ Expected<void> MakeEtc(const std::string& root, uid_t uid, gid_t gid) {
                             {"hosts", "127.0.0.1 localhost sandbox\n::1 localhost\n"},
                             {"hostname", "sandbox\n"},
                             {"nsswitch.conf", "passwd: files\ngroup: files\nhosts: files\n"}}) {
-    if (auto ok = WriteFile(etc + "/" + name, text); !ok) return ok;
+    SMOLBOX_TRY(WriteFile(etc + "/" + name, text));
   }
   // The loader cache only lists library paths; with it, lookups match the host's.
   if (access("/etc/ld.so.cache", R_OK) == 0) {
-    if (auto ok = MakeFile(etc + "/ld.so.cache"); !ok) return ok;
-    if (auto ok = Bind("/etc/ld.so.cache", etc + "/ld.so.cache", true); !ok) return ok;
+    SMOLBOX_TRY(MakeFile(etc + "/ld.so.cache"));
+    SMOLBOX_TRY(Bind("/etc/ld.so.cache", etc + "/ld.so.cache", true));
   }
   return {};
 }
@@ -137,7 +137,7 @@ Expected<void> MakeHostImage(const std::string& root) {
     }
     if (!S_ISDIR(st.st_mode)) continue;
     if (mkdir(target.c_str(), 0755) != 0) return std::unexpected(Error::Sys("mkdir " + target));
-    if (auto ok = Bind(dir, target, true); !ok) return ok;
+    SMOLBOX_TRY(Bind(dir, target, true));
   }
   return {};
 }
@@ -157,15 +157,14 @@ std::unexpected<Error> Unhidable(std::string why) {
 
 Expected<void> EnsureHider(std::optional<SourceHider>& hider, const std::string& root) {
   if (hider) return {};
-  auto made = SourceHider::Create(root);
-  if (!made) return std::unexpected(made.error());
-  hider.emplace(std::move(*made));
+  SMOLBOX_ASSIGN_OR_RETURN(auto made, SourceHider::Create(root));
+  hider.emplace(std::move(made));
   return {};
 }
 
 Expected<std::string> StageHidden(std::optional<SourceHider>& hider, const std::string& root,
                                   int dir_fd) {
-  if (auto ok = EnsureHider(hider, root); !ok) return std::unexpected(ok.error());
+  SMOLBOX_TRY(EnsureHider(hider, root));
   return hider->Stage(dir_fd);
 }
 
@@ -211,7 +210,7 @@ Expected<void> MakeDirImage(const RootPlan& plan) {
     if (!S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode)) continue;
     auto made = S_ISDIR(st.st_mode) ? MakeDirs(target) : MakeFile(target);
     if (!made) return made;
-    if (auto ok = Bind(image + "/" + name, target, true); !ok) return ok;
+    SMOLBOX_TRY(Bind(image + "/" + name, target, true));
   }
   return {};
 }
@@ -222,7 +221,7 @@ Expected<void> MakeDirImage(const RootPlan& plan) {
 Expected<void> MakePts(const std::string& dev) {
   std::string pts = dev + "/pts";
   if (mkdir(pts.c_str(), 0755) != 0) return std::unexpected(Error::Sys("mkdir " + pts));
-  if (auto ok = Mount("devpts", pts, "devpts", MS_NOSUID | MS_NOEXEC, "newinstance,ptmxmode=0666,mode=0620"); !ok) return ok;
+  SMOLBOX_TRY(Mount("devpts", pts, "devpts", MS_NOSUID | MS_NOEXEC, "newinstance,ptmxmode=0666,mode=0620"));
   if (symlink("pts/ptmx", (dev + "/ptmx").c_str()) != 0) return std::unexpected(Error::Sys("symlink /dev/ptmx"));
   return {};
 }
@@ -230,12 +229,12 @@ Expected<void> MakePts(const std::string& dev) {
 Expected<void> MakeDev(const std::string& root) {
   std::string dev = root + "/dev";
   if (mkdir(dev.c_str(), 0755) != 0) return std::unexpected(Error::Sys("mkdir " + dev));
-  if (auto ok = Mount("tmpfs", dev, "tmpfs", MS_NOSUID | MS_NOEXEC, "size=64k,mode=0755"); !ok) return ok;
+  SMOLBOX_TRY(Mount("tmpfs", dev, "tmpfs", MS_NOSUID | MS_NOEXEC, "size=64k,mode=0755"));
   for (const char* name : kDevices) {
     std::string target = dev + "/" + name;
-    if (auto ok = MakeFile(target); !ok) return ok;
+    SMOLBOX_TRY(MakeFile(target));
     // Device nodes cannot be created in a user namespace; bind the host's harmless ones.
-    if (auto ok = Bind(std::string("/dev/") + name, target, false, MS_NOSUID | MS_NOEXEC); !ok) return ok;
+    SMOLBOX_TRY(Bind(std::string("/dev/") + name, target, false, MS_NOSUID | MS_NOEXEC));
   }
   for (auto [name, to] : {std::pair{"fd", "/proc/self/fd"}, {"stdin", "/proc/self/fd/0"},
                           {"stdout", "/proc/self/fd/1"}, {"stderr", "/proc/self/fd/2"}}) {
@@ -259,7 +258,7 @@ Expected<void> MaskProc(const std::string& root) {
     std::string path = fmt::format("{}/proc/{}", root, name);
     struct stat st{};
     if (lstat(path.c_str(), &st) != 0) continue;
-    if (auto ok = Bind(path, path, true, MS_NOSUID | MS_NODEV | MS_NOEXEC); !ok) return ok;
+    SMOLBOX_TRY(Bind(path, path, true, MS_NOSUID | MS_NODEV | MS_NOEXEC));
   }
   return {};
 }
@@ -269,7 +268,7 @@ Expected<void> MakeProc(const std::string& root, const std::string& options) {
   std::string proc = root + "/proc";
   if (mkdir(proc.c_str(), 0555) != 0) return std::unexpected(Error::Sys("mkdir " + proc));
   // A fresh procfs for the new pid namespace: only the sandbox's own processes are visible.
-  if (auto ok = Mount("proc", proc, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, options); !ok) return ok;
+  SMOLBOX_TRY(Mount("proc", proc, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, options));
   return MaskProc(root);
 }
 
@@ -281,13 +280,13 @@ bool Covers(const std::string& outer, const std::string& inner) {
 Expected<void> MountStorage(const RootPlan& plan) {
   std::string storage = FdPath(plan.storage_fd);
   const std::string& root = plan.newroot;
-  if (auto ok = MakeDirs(root + "/tmp"); !ok) return ok;
-  if (auto ok = Bind(storage + "/tmp", root + "/tmp", false); !ok) return ok;
-  if (auto ok = Bind(storage + "/shm", root + "/dev/shm", false); !ok) return ok;
+  SMOLBOX_TRY(MakeDirs(root + "/tmp"));
+  SMOLBOX_TRY(Bind(storage + "/tmp", root + "/tmp", false));
+  SMOLBOX_TRY(Bind(storage + "/shm", root + "/dev/shm", false));
   bool workdir_elsewhere = Covers("/tmp", plan.workdir);
   for (const auto& v : plan.volumes) workdir_elsewhere |= Covers(v.target, plan.workdir);
   if (workdir_elsewhere) return {};
-  if (auto ok = MakeDirs(root + plan.workdir); !ok) return ok;
+  SMOLBOX_TRY(MakeDirs(root + plan.workdir));
   return Bind(storage + "/work", root + plan.workdir, false);
 }
 
@@ -304,9 +303,8 @@ Expected<void> MountHiddenFile(std::optional<SourceHider>& hider, const RootPlan
               fstatat(v.parent_fd, name.c_str(), &named, AT_SYMLINK_NOFOLLOW) == 0 &&
               opened.st_dev == named.st_dev && opened.st_ino == named.st_ino;
   if (!same) return Unhidable("the file is no longer at the name it was opened by");
-  auto staged = StageHidden(hider, plan.newroot, v.parent_fd);
-  if (!staged) return std::unexpected(staged.error());
-  auto bound = Bind(*staged + "/" + name, target, true);
+  SMOLBOX_ASSIGN_OR_RETURN(auto staged, StageHidden(hider, plan.newroot, v.parent_fd));
+  auto bound = Bind(staged + "/" + name, target, true);
   hider->Unstage();
   return bound;
 }
@@ -316,7 +314,7 @@ Expected<void> MountHidden(std::optional<SourceHider>& hider, const RootPlan& pl
                            const VolumeBind& v, bool is_dir, const std::string& target) {
   if (auto in_the_way = MountsInTheWay(v.source_fd, is_dir)) return Unhidable(*in_the_way);
   if (!is_dir) return MountHiddenFile(hider, plan, v, target);
-  if (auto ok = EnsureHider(hider, plan.newroot); !ok) return ok;
+  SMOLBOX_TRY(EnsureHider(hider, plan.newroot));
   return hider->MountDirectory(v.source_fd, target);
 }
 
@@ -326,9 +324,9 @@ Expected<void> MountVolumes(const RootPlan& plan) {
     std::string target = plan.newroot + v.target;
     bool is_dir = v.read_only ? IsDirectoryFd(v.source_fd) : true;
     std::string parent = target.substr(0, target.rfind('/'));
-    if (auto ok = MakeDirs(is_dir ? target : parent); !ok) return ok;
+    SMOLBOX_TRY(MakeDirs(is_dir ? target : parent));
     if (!is_dir) {
-      if (auto ok = MakeFile(target); !ok) return ok;
+      SMOLBOX_TRY(MakeFile(target));
     }
     if (v.read_only && plan.hide_host_paths) {
       auto hidden = MountHidden(hider, plan, v, is_dir, target);
@@ -336,7 +334,7 @@ Expected<void> MountVolumes(const RootPlan& plan) {
       Warn(plan, Shows("volume " + v.target, hidden.error()));
     }
     std::string source = v.read_only ? FdPath(v.source_fd) : FdPath(plan.storage_fd) + "/" + v.storage_dir;
-    if (auto ok = Bind(source, target, v.read_only); !ok) return ok;
+    SMOLBOX_TRY(Bind(source, target, v.read_only));
   }
   return {};
 }
@@ -361,20 +359,17 @@ int OpenDirectoryOf(int fd) {
 Expected<void> OpenSources(RootPlan& plan) {
   if (!plan.image.empty()) {
     // Readable, not O_PATH: its entries are listed to assemble the root.
-    auto fd = OpenPath(plan.image, O_RDONLY | O_DIRECTORY, "image");
-    if (!fd) return std::unexpected(fd.error());
-    plan.image_fd = *fd;
+    SMOLBOX_ASSIGN_OR_RETURN(auto fd, OpenPath(plan.image, O_RDONLY | O_DIRECTORY, "image"));
+    plan.image_fd = fd;
   }
   if (!plan.storage.empty()) {
-    auto fd = OpenPath(plan.storage, O_PATH | O_DIRECTORY | O_NOFOLLOW, "storage");
-    if (!fd) return std::unexpected(fd.error());
-    plan.storage_fd = *fd;
+    SMOLBOX_ASSIGN_OR_RETURN(auto fd, OpenPath(plan.storage, O_PATH | O_DIRECTORY | O_NOFOLLOW, "storage"));
+    plan.storage_fd = fd;
   }
   for (auto& v : plan.volumes) {
     if (!v.read_only) continue;
-    auto fd = OpenPath(v.source, O_PATH, "volume");
-    if (!fd) return std::unexpected(fd.error());
-    v.source_fd = *fd;
+    SMOLBOX_ASSIGN_OR_RETURN(auto fd, OpenPath(v.source, O_PATH, "volume"));
+    v.source_fd = fd;
     // A file is hidden through an overlay of its directory, which may not be reachable once
     // the setup has left the runtime's ids. Without it the file is bound as is, with a warning.
     if (plan.hide_host_paths && !IsDirectoryFd(v.source_fd)) {
@@ -388,19 +383,19 @@ std::string FdPath(int fd) { return fmt::format("/proc/self/fd/{}", fd); }
 
 Expected<void> BuildRoot(const RootPlan& plan) {
   const std::string& root = plan.newroot;
-  if (auto ok = Mount("tmpfs", root, "tmpfs", MS_NOSUID | MS_NODEV, "size=1m,mode=0755"); !ok) return ok;
+  SMOLBOX_TRY(Mount("tmpfs", root, "tmpfs", MS_NOSUID | MS_NODEV, "size=1m,mode=0755"));
   if (plan.image_fd >= 0) {
-    if (auto ok = MakeDirImage(plan); !ok) return ok;
+    SMOLBOX_TRY(MakeDirImage(plan));
   } else {
-    if (auto ok = MakeHostImage(root); !ok) return ok;
-    if (auto ok = MakeEtc(root, plan.uid, plan.gid); !ok) return ok;
+    SMOLBOX_TRY(MakeHostImage(root));
+    SMOLBOX_TRY(MakeEtc(root, plan.uid, plan.gid));
   }
-  if (auto ok = MakeDev(root); !ok) return ok;
-  if (auto ok = MakeProc(root, plan.proc_options); !ok) return ok;
-  if (auto ok = MountStorage(plan); !ok) return ok;
-  if (auto ok = MountVolumes(plan); !ok) return ok;
+  SMOLBOX_TRY(MakeDev(root));
+  SMOLBOX_TRY(MakeProc(root, plan.proc_options));
+  SMOLBOX_TRY(MountStorage(plan));
+  SMOLBOX_TRY(MountVolumes(plan));
   // The skeleton itself becomes read-only; only the storage binds stay writable.
-  if (auto ok = Mount("none", root + "/dev", nullptr, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NOEXEC | LockedFlags(root + "/dev")); !ok) return ok;
+  SMOLBOX_TRY(Mount("none", root + "/dev", nullptr, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NOEXEC | LockedFlags(root + "/dev")));
   return Mount("none", root, nullptr, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV);
 }
 

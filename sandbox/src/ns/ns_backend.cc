@@ -111,13 +111,13 @@ Expected<void> StartSandbox(const RunSpec& spec, Sandbox& box) {
   box.pid = static_cast<pid_t>(pid);
   box.pidfd.Reset(pidfd);
   // While the child joins its cgroups.
-  if (auto ok = WriteIdMaps(box.pid, box.identity); !ok) return ok;
+  SMOLBOX_TRY(WriteIdMaps(box.pid, box.identity));
   auto joined = AwaitSetup(box);
-  if (!joined) return std::unexpected(joined.error());
+  SMOLBOX_TRY(joined);
   if (joined->first.Type() != "joined") {
     return std::unexpected(Error{"setup", "unexpected message \"" + joined->first.Type() + "\"", 0});
   }
-  if (auto ok = box.cgroup->EnsureHolds(box.pid); !ok) return ok;
+  SMOLBOX_TRY(box.cgroup->EnsureHolds(box.pid));
   return channel::WriteMessage(box.channel.get(), channel::Message{{{"type", "go"}}, ""});
 }
 
@@ -141,21 +141,21 @@ Expected<std::pair<channel::Message, UniqueFd>> AwaitSetup(const Sandbox& box) {
 
 Expected<void> AwaitReady(const RunSpec& spec, Sandbox& box, RunResult& result) {
   auto message = AwaitSetup(box);
-  if (!message) return std::unexpected(message.error());
+  SMOLBOX_TRY(message);
   if (message->first.Type() == "storage") {
     // Rootless: the setup mounted its tmpfs and sent it; lay it out and fill it, then go on.
     box.storage.emplace(Storage::Adopt(std::move(message->second)));
-    if (auto ok = FillStorage(spec, box.volumes, *box.storage, box.identity.host_uid, box.identity.host_gid, result); !ok) return ok;
-    if (auto ok = channel::WriteMessage(box.channel.get(), channel::Message{{{"type", "go"}}, ""}); !ok) return ok;
+    SMOLBOX_TRY(FillStorage(spec, box.volumes, *box.storage, box.identity.host_uid, box.identity.host_gid, result));
+    SMOLBOX_TRY(channel::WriteMessage(box.channel.get(), channel::Message{{{"type", "go"}}, ""}));
     message = AwaitSetup(box);
-    if (!message) return std::unexpected(message.error());
+    SMOLBOX_TRY(message);
   }
   if (message->first.Type() == "warnings") {
     for (const auto& text : message->first.header.value("warnings", nlohmann::json::array())) {
       if (text.is_string()) result.Warn(text.get<std::string>());
     }
     message = AwaitSetup(box);
-    if (!message) return std::unexpected(message.error());
+    SMOLBOX_TRY(message);
   }
   if (message->first.Type() != "ready") {
     return std::unexpected(Error{"setup", "unexpected message \"" + message->first.Type() + "\"", 0});
@@ -237,29 +237,28 @@ void StopAgent(Sandbox& box) {
 Expected<void> Prepare(const RunSpec& spec, Sandbox& box, RunResult& result) {
   box.identity = PlanIdentity(spec.user);
   auto volumes = OpenVolumes(spec);
-  if (!volumes) return std::unexpected(volumes.error());
+  SMOLBOX_TRY(volumes);
   box.volumes = std::move(*volumes);
   auto dir = RunDir::Create();
-  if (!dir) return std::unexpected(dir.error());
+  SMOLBOX_TRY(dir);
   box.dir.emplace(std::move(*dir));
   // One more pid than asked: the agent itself lives in the cgroup.
   box.cgroup.emplace(Cgroup::Create(box.dir->id(), {spec.limits.memory_mib << 20, spec.limits.cpus,
                                                     spec.limits.pids + 1}));
   if (!box.identity.rootless) {
-    if (auto ok = EnterPrivateMountNamespace(); !ok) return ok;
+    SMOLBOX_TRY(EnterPrivateMountNamespace());
     auto storage = Storage::CreateDisk(spec.limits.storage_mib, box.dir->path() + "/storage");
-    if (!storage) return std::unexpected(storage.error());
+    SMOLBOX_TRY(storage);
     box.storage.emplace(std::move(*storage));
-    if (auto ok = FillStorage(spec, box.volumes, *box.storage, box.identity.host_uid, box.identity.host_gid, result); !ok) return ok;
+    SMOLBOX_TRY(FillStorage(spec, box.volumes, *box.storage, box.identity.host_uid, box.identity.host_gid, result));
   } else if (mkdir((box.dir->path() + "/storage").c_str(), 0700) != 0) {
     return std::unexpected(Error::Sys("mkdir storage mountpoint"));
   }
-  auto agent_path = FindAgent();
-  if (!agent_path) return std::unexpected(agent_path.error());
-  auto agent = SealedAgentCopy(*agent_path);
-  if (!agent) return std::unexpected(agent.error());
+  SMOLBOX_ASSIGN_OR_RETURN(auto agent_path, FindAgent());
+  auto agent = SealedAgentCopy(agent_path);
+  SMOLBOX_TRY(agent);
   box.agent = std::move(*agent);
-  if (auto ok = StartSandbox(spec, box); !ok) return ok;
+  SMOLBOX_TRY(StartSandbox(spec, box));
   return AwaitReady(spec, box, result);
 }
 

@@ -80,8 +80,8 @@ Expected<std::string> StateRoot() {
     root = fmt::format("/tmp/smolbox-{}", geteuid());
   }
   // 0711: the sandbox's setup runs as a mapped uid and must traverse to its mountpoint.
-  if (auto ok = EnsureOwnedDir(root, 0711); !ok) return std::unexpected(ok.error());
-  if (auto ok = EnsureOwnedDir(RunsDir(root), 0711); !ok) return std::unexpected(ok.error());
+  SMOLBOX_TRY(EnsureOwnedDir(root, 0711));
+  SMOLBOX_TRY(EnsureOwnedDir(RunsDir(root), 0711));
   return root;
 }
 
@@ -89,7 +89,7 @@ Expected<std::string> CacheDir() {
   auto root = StateRoot();
   if (!root) return root;
   std::string dir = *root + "/cache";
-  if (auto ok = EnsureOwnedDir(dir, 0700); !ok) return std::unexpected(ok.error());
+  SMOLBOX_TRY(EnsureOwnedDir(dir, 0700));
   return dir;
 }
 
@@ -112,19 +112,17 @@ Expected<unsigned long long> ProcessStartTime(int pid) {
 }
 
 Expected<RunDir> RunDir::Create() {
-  auto root = StateRoot();
-  if (!root) return std::unexpected(root.error());
+  SMOLBOX_ASSIGN_OR_RETURN(auto root, StateRoot());
   std::string id = RandomId();
-  std::string path = RunsDir(*root) + "/" + id;
+  std::string path = RunsDir(root) + "/" + id;
   if (mkdir(path.c_str(), 0711) != 0) return std::unexpected(Error::Sys("mkdir " + path));
   RunDir dir(id, path);
   if (mkdir(dir.RootMountpoint().c_str(), 0755) != 0) {
     return std::unexpected(Error::Sys("mkdir " + dir.RootMountpoint()));
   }
-  auto start = ProcessStartTime(getpid());
-  if (!start) return std::unexpected(start.error());
+  SMOLBOX_ASSIGN_OR_RETURN(auto start, ProcessStartTime(getpid()));
   std::ofstream owner(path + "/owner");
-  owner << getpid() << ' ' << *start << '\n';
+  owner << getpid() << ' ' << start << '\n';
   if (!owner.flush()) return std::unexpected(Error::Sys("write " + path + "/owner"));
   return dir;
 }

@@ -166,7 +166,7 @@ Expected<UniqueFd> BuildTemplate(const std::string& path, int64_t size_mib) {
   UniqueFd fd(open(dir.c_str(), O_TMPFILE | O_RDWR | O_CLOEXEC, 0600));
   if (!fd.valid()) return std::unexpected(Error::Sys("open O_TMPFILE in " + dir));
   if (ftruncate(fd.get(), size_mib << 20) != 0) return std::unexpected(Error::Sys("ftruncate storage template"));
-  if (auto ok = Mkfs(fd.get(), size_mib); !ok) return std::unexpected(ok.error());
+  SMOLBOX_TRY(Mkfs(fd.get(), size_mib));
   // Named only once complete, and renamed into place: a reader sees no half-made template.
   std::string temp = fmt::format("{}.{}.new", path, getpid());
   unlink(temp.c_str());  // left by a killed runtime that had our pid
@@ -218,7 +218,7 @@ Expected<void> CopyTemplate(int from, int loop, int64_t size_mib) {
       if (at <= kSuperblockOffset && kSuperblockOffset + static_cast<off_t>(kSuperblockSize) <= at + got) {
         uint8_t* sb = buffer.data() + (kSuperblockOffset - at);
         if (!SuperblockFits(sb, size_mib)) return std::unexpected(Error{"storage template", "changed while read", 0});
-        if (auto ok = RenewIdentity(sb); !ok) return ok;
+        SMOLBOX_TRY(RenewIdentity(sb));
         renewed = true;
       }
       if (pwrite(loop, buffer.data(), got, at) != got) return std::unexpected(Error::Sys("write storage image"));
@@ -232,16 +232,15 @@ Expected<void> CopyTemplate(int from, int loop, int64_t size_mib) {
 
 // A copy of the cached template for this size, formatted once per boot instead of per run.
 Expected<void> FillFromTemplate(int loop, int64_t size_mib) {
-  auto cache = CacheDir();
-  if (!cache) return std::unexpected(cache.error());
-  std::string path = TemplatePath(*cache, size_mib);
+  SMOLBOX_ASSIGN_OR_RETURN(auto cache, CacheDir());
+  std::string path = TemplatePath(cache, size_mib);
   auto tmpl = OpenTemplate(path, size_mib);
   if (tmpl) {
     futimens(tmpl->get(), nullptr);  // used now: the last to be pruned
   } else {
     tmpl = BuildTemplate(path, size_mib);
-    if (!tmpl) return std::unexpected(tmpl.error());
-    PruneTemplates(*cache);
+    SMOLBOX_TRY(tmpl);
+    PruneTemplates(cache);
   }
   return CopyTemplate(tmpl->get(), loop, size_mib);
 }
@@ -269,17 +268,15 @@ enum class Format { kTemplate, kMkfs };
 
 // A fresh image, formatted either way, loop-mounted at mountpoint.
 Expected<UniqueFd> MountImage(int64_t size_mib, const std::string& mountpoint, Format format) {
-  auto image = CreateSparseImage(size_mib);
-  if (!image) return std::unexpected(image.error());
+  SMOLBOX_ASSIGN_OR_RETURN(auto image, CreateSparseImage(size_mib));
   if (format == Format::kMkfs) {
-    if (auto ok = Mkfs(image->get(), size_mib); !ok) return std::unexpected(ok.error());
+    SMOLBOX_TRY(Mkfs(image.get(), size_mib));
   }
-  auto loop = AttachLoop(image->get());
-  if (!loop) return std::unexpected(loop.error());
+  SMOLBOX_ASSIGN_OR_RETURN(auto loop, AttachLoop(image.get()));
   if (format == Format::kTemplate) {
-    if (auto ok = FillFromTemplate(loop->get(), size_mib); !ok) return std::unexpected(ok.error());
+    SMOLBOX_TRY(FillFromTemplate(loop.get(), size_mib));
   }
-  std::string device = fmt::format("/proc/self/fd/{}", loop->get());
+  std::string device = fmt::format("/proc/self/fd/{}", loop.get());
   if (mount(device.c_str(), mountpoint.c_str(), "ext4", MS_NOSUID | MS_NODEV, kMountOptions) != 0) {
     return std::unexpected(Error::Sys("mount ext4 storage on " + mountpoint));
   }

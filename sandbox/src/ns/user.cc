@@ -56,9 +56,9 @@ Expected<void> WriteIdMaps(pid_t child, const Identity& identity) {
   // Unprivileged writers must give up setgroups before they may write gid_map; otherwise the
   // sandbox could drop a supplementary group that some host file denies access to.
   if (identity.rootless) {
-    if (auto ok = WriteProcFile(child, "setgroups", "deny"); !ok) return ok;
+    SMOLBOX_TRY(WriteProcFile(child, "setgroups", "deny"));
   }
-  if (auto ok = WriteProcFile(child, "uid_map", identity.uid_map); !ok) return ok;
+  SMOLBOX_TRY(WriteProcFile(child, "uid_map", identity.uid_map));
   return WriteProcFile(child, "gid_map", identity.gid_map);
 }
 

@@ -53,7 +53,7 @@ Expected<std::vector<HostVolume>> OpenVolumes(const RunSpec& spec) {
 
 Expected<void> FillStorage(const RunSpec& spec, const std::vector<HostVolume>& volumes,
                            const Storage& storage, uid_t owner_uid, gid_t owner_gid, RunResult& result) {
-  if (auto ok = storage.MakeLayout(owner_uid, owner_gid, RwCount(volumes)); !ok) return ok;
+  SMOLBOX_TRY(storage.MakeLayout(owner_uid, owner_gid, RwCount(volumes)));
   int64_t budget = spec.limits.storage_mib << 20;
   for (size_t i = 0; i < volumes.size(); ++i) {
     const HostVolume& v = volumes[i];

@@ -22,12 +22,11 @@ constexpr int kStopTimeoutSec = 60;
 constexpr int kKeeperExitWaitMs = 10000;
 
 Expected<UniqueFd> Connect(int dir_fd) {
-  auto control = NewControlSocket(dir_fd);
-  if (!control) return std::unexpected(control.error());
-  if (connect(control->fd.get(), reinterpret_cast<sockaddr*>(&control->address), sizeof control->address) != 0) {
+  SMOLBOX_ASSIGN_OR_RETURN(auto control, NewControlSocket(dir_fd));
+  if (connect(control.fd.get(), reinterpret_cast<sockaddr*>(&control.address), sizeof control.address) != 0) {
     return std::unexpected(Error::Sys("connect to the sandbox's keeper"));
   }
-  return std::move(control->fd);
+  return std::move(control.fd);
 }
 
 RunResult Refused(std::string error) {
@@ -100,12 +99,10 @@ RunResult ExecInSandbox(const std::string& name, const ExecOrder& order, const E
 }
 
 Expected<void> RemoveSandbox(const std::string& name, bool force) {
-  auto dir = OpenSandboxDir(name);
-  if (!dir) return std::unexpected(dir.error());
-  auto lock = TryLock(dir->get());
-  if (!lock) return std::unexpected(lock.error());
-  bool busy = !lock->valid();
-  auto info = ReadInfo(dir->get());
+  SMOLBOX_ASSIGN_OR_RETURN(auto dir, OpenSandboxDir(name));
+  SMOLBOX_ASSIGN_OR_RETURN(auto lock, TryLock(dir.get()));
+  bool busy = !lock.valid();
+  auto info = ReadInfo(dir.get());
   if (busy && !info) {
     return std::unexpected(Error{"name", fmt::format("sandbox {:?} is still starting; try again when it is up", name), 0});
   }
@@ -116,8 +113,8 @@ Expected<void> RemoveSandbox(const std::string& name, bool force) {
   if (info && KeeperAlive(*info)) {
     // A busy keeper is mid-exec and cannot answer; an idle one tears down in order; one that
     // has marked its sandbox dead is tearing down already and exits by itself.
-    bool dying = ReadDeathReason(dir->get()).has_value();
-    bool stopped = !busy && !dying && AskToStop(dir->get());
+    bool dying = ReadDeathReason(dir.get()).has_value();
+    bool stopped = !busy && !dying && AskToStop(dir.get());
     AwaitKeeperExit(*info, !stopped && !dying);
   }
   // Whatever a killed keeper left: its run directory, its cgroups.

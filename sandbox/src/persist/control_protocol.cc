@@ -15,7 +15,7 @@ constexpr size_t kOutputChunkBytes = 8 << 20;
 Expected<void> SendOutput(int fd, int stream, const std::string& data) {
   for (size_t offset = 0; offset < data.size(); offset += kOutputChunkBytes) {
     channel::Message m{{{"type", "output"}, {"fd", stream}}, data.substr(offset, kOutputChunkBytes)};
-    if (auto ok = channel::WriteMessage(fd, m); !ok) return ok;
+    SMOLBOX_TRY(channel::WriteMessage(fd, m));
   }
   return {};
 }
@@ -53,8 +53,8 @@ Expected<ExecOrder> DecodeExecOrder(const channel::Message& message) {
 }
 
 Expected<void> SendResult(int fd, const RunResult& result) {
-  if (auto ok = SendOutput(fd, 1, result.stdout_data); !ok) return ok;
-  if (auto ok = SendOutput(fd, 2, result.stderr_data); !ok) return ok;
+  SMOLBOX_TRY(SendOutput(fd, 1, result.stdout_data));
+  SMOLBOX_TRY(SendOutput(fd, 2, result.stderr_data));
   RunResult bare = result;
   bare.stdout_data.clear();
   bare.stderr_data.clear();
@@ -67,7 +67,7 @@ Expected<RunResult> ReceiveResult(int fd) {
   std::string out[2];
   for (;;) {
     auto message = channel::ReadMessage(fd, "keeper message");
-    if (!message) return std::unexpected(message.error());
+    SMOLBOX_TRY(message);
     if (!*message) return std::unexpected(Error{"sandbox", "its keeper closed the connection before the result", 0});
     const auto& m = **message;
     if (m.Type() == "output") {

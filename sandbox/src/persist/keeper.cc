@@ -48,7 +48,7 @@ RunResult SetupFailure(RunResult result, const Error& error) {
 
 Expected<UniqueFd> Listen(int dir_fd) {
   auto control = NewControlSocket(dir_fd);
-  if (!control) return std::unexpected(control.error());
+  SMOLBOX_TRY(control);
   // The directory is 0700: only this user can reach the socket; peers are checked on accept too.
   if (bind(control->fd.get(), reinterpret_cast<sockaddr*>(&control->address), sizeof control->address) != 0) {
     return std::unexpected(Error::Sys("bind the control socket"));

@@ -72,9 +72,8 @@ Expected<void> ValidateName(const std::string& name) {
 }
 
 Expected<std::string> SandboxesDir() {
-  auto root = ns::StateRoot();
-  if (!root) return std::unexpected(root.error());
-  std::string dir = *root + "/sandboxes";
+  SMOLBOX_ASSIGN_OR_RETURN(auto root, ns::StateRoot());
+  std::string dir = root + "/sandboxes";
   if (mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) return std::unexpected(Error::Sys("mkdir " + dir));
   struct stat st{};
   if (lstat(dir.c_str(), &st) != 0) return std::unexpected(Error::Sys("lstat " + dir));
@@ -85,10 +84,9 @@ Expected<std::string> SandboxesDir() {
 }
 
 Expected<UniqueFd> OpenSandboxDir(const std::string& name) {
-  if (auto ok = ValidateName(name); !ok) return std::unexpected(ok.error());
-  auto dir = SandboxesDir();
-  if (!dir) return std::unexpected(dir.error());
-  UniqueFd fd(open((*dir + "/" + name).c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  SMOLBOX_TRY(ValidateName(name));
+  SMOLBOX_ASSIGN_OR_RETURN(auto dir, SandboxesDir());
+  UniqueFd fd(open((dir + "/" + name).c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
   if (!fd.valid() && errno == ENOENT) {
     return std::unexpected(Error{"name", fmt::format("no sandbox named {:?} (smolbox ls lists them)", name), 0});
   }
@@ -159,10 +157,9 @@ Expected<UniqueFd> TryLock(int dir_fd) {
 }
 
 Expected<bool> IsLocked(int dir_fd) {
-  auto fd = OpenLockFile(dir_fd);
-  if (!fd) return std::unexpected(fd.error());
+  SMOLBOX_ASSIGN_OR_RETURN(auto fd, OpenLockFile(dir_fd));
   struct flock lock = WholeFileWriteLock();
-  if (fcntl(fd->get(), F_OFD_GETLK, &lock) != 0) return std::unexpected(Error::Sys("test the sandbox's lock"));
+  if (fcntl(fd.get(), F_OFD_GETLK, &lock) != 0) return std::unexpected(Error::Sys("test the sandbox's lock"));
   return lock.l_type != F_UNLCK;
 }
 
@@ -212,12 +209,11 @@ SandboxListing Inspect(const std::string& name, int dir_fd) {
 }
 
 Expected<std::vector<SandboxListing>> ListSandboxes() {
-  auto dir = SandboxesDir();
-  if (!dir) return std::unexpected(dir.error());
-  UniqueFd fd(open(dir->c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-  if (!fd.valid()) return std::unexpected(Error::Sys("open " + *dir));
+  SMOLBOX_ASSIGN_OR_RETURN(auto dir, SandboxesDir());
+  UniqueFd fd(open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  if (!fd.valid()) return std::unexpected(Error::Sys("open " + dir));
   DIR* stream = fdopendir(dup(fd.get()));
-  if (stream == nullptr) return std::unexpected(Error::Sys("opendir " + *dir));
+  if (stream == nullptr) return std::unexpected(Error::Sys("opendir " + dir));
   std::vector<SandboxListing> out;
   while (dirent* entry = readdir(stream)) {
     std::string name = entry->d_name;
@@ -231,11 +227,9 @@ Expected<std::vector<SandboxListing>> ListSandboxes() {
 }
 
 Expected<void> RemoveSandboxDir(const std::string& name) {
-  auto dir = SandboxesDir();
-  if (!dir) return std::unexpected(dir.error());
-  auto fd = OpenSandboxDir(name);
-  if (!fd) return std::unexpected(fd.error());
-  DIR* stream = fdopendir(dup(fd->get()));
+  SMOLBOX_ASSIGN_OR_RETURN(auto dir, SandboxesDir());
+  SMOLBOX_ASSIGN_OR_RETURN(auto fd, OpenSandboxDir(name));
+  DIR* stream = fdopendir(dup(fd.get()));
   if (stream == nullptr) return std::unexpected(Error::Sys("opendir sandbox " + name));
   std::vector<std::string> files;
   while (dirent* entry = readdir(stream)) {
@@ -245,13 +239,13 @@ Expected<void> RemoveSandboxDir(const std::string& name) {
   closedir(stream);
   for (const auto& file : files) {
     // unlinkat never follows a symlink: a planted one is removed, not its target.
-    if (unlinkat(fd->get(), file.c_str(), 0) != 0 && errno != ENOENT) {
-      return std::unexpected(Error::Sys(fmt::format("remove {}/{}/{}", *dir, name, file)));
+    if (unlinkat(fd.get(), file.c_str(), 0) != 0 && errno != ENOENT) {
+      return std::unexpected(Error::Sys(fmt::format("remove {}/{}/{}", dir, name, file)));
     }
   }
-  UniqueFd parent(open(dir->c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  UniqueFd parent(open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
   if (!parent.valid() || unlinkat(parent.get(), name.c_str(), AT_REMOVEDIR) != 0) {
-    return std::unexpected(Error::Sys(fmt::format("rmdir {}/{}", *dir, name)));
+    return std::unexpected(Error::Sys(fmt::format("rmdir {}/{}", dir, name)));
   }
   return {};
 }

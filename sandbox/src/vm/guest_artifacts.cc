@@ -44,9 +44,8 @@ Expected<GuestArtifacts> OpenGuestArtifacts(const std::string& dir) {
   guest.dir = dir;
   for (auto [fd, name] : {std::pair{&guest.kernel, "vmlinux"}, {&guest.initramfs, "initramfs.cpio"},
                           {&guest.rootfs, "rootfs.erofs"}}) {
-    auto opened = OpenArtifact(dir, name);
-    if (!opened) return std::unexpected(opened.error());
-    *fd = std::move(*opened);
+    SMOLBOX_ASSIGN_OR_RETURN(auto opened, OpenArtifact(dir, name));
+    *fd = std::move(opened);
   }
   return guest;
 }

@@ -98,8 +98,8 @@ Expected<void> WriteProcFile(pid_t pid, const char* name, const std::string& tex
 }
 
 Expected<void> MapIds(pid_t pid, const JailPlan& plan) {
-  if (auto ok = WriteProcFile(pid, "uid_map", fmt::format("{} {} 1\n", plan.inside_uid, plan.host_uid)); !ok) return ok;
-  if (auto ok = WriteProcFile(pid, "setgroups", "deny"); !ok) return ok;
+  SMOLBOX_TRY(WriteProcFile(pid, "uid_map", fmt::format("{} {} 1\n", plan.inside_uid, plan.host_uid)));
+  SMOLBOX_TRY(WriteProcFile(pid, "setgroups", "deny"));
   return WriteProcFile(pid, "gid_map", fmt::format("{} {} 1\n", plan.inside_gid, plan.host_gid));
 }
 

@@ -86,10 +86,9 @@ Expected<nlohmann::json> Qmp::NextReply(const std::string& what, int timeout_ms)
 
 Expected<void> Qmp::Handshake(int timeout_ms) {
   auto greeting = NextReply("greeting", timeout_ms);
-  if (!greeting) return std::unexpected(greeting.error());
+  SMOLBOX_TRY(greeting);
   if (!greeting->contains("QMP")) return std::unexpected(Error{"qmp: greeting", "not a QMP greeting", 0});
-  auto ok = Execute("qmp_capabilities", nullptr, timeout_ms);
-  if (!ok) return std::unexpected(ok.error());
+  SMOLBOX_TRY(Execute("qmp_capabilities", nullptr, timeout_ms));
   return {};
 }
 
@@ -97,7 +96,7 @@ Expected<nlohmann::json> Qmp::Execute(const std::string& command, const nlohmann
                                       int pass_fd) {
   nlohmann::json request = {{"execute", command}};
   if (!arguments.is_null()) request["arguments"] = arguments;
-  if (auto sent = Send(request.dump() + "\n", pass_fd); !sent) return std::unexpected(sent.error());
+  SMOLBOX_TRY(Send(request.dump() + "\n", pass_fd));
   auto reply = NextReply(command, timeout_ms);
   if (!reply) return reply;
   if (reply->contains("error")) {

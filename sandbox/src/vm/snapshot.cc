@@ -101,9 +101,8 @@ Expected<SnapshotKey> MakeSnapshotKey(const Qemu& qemu, const GuestArtifacts& gu
 }
 
 Expected<SnapshotStore> SnapshotStore::Open() {
-  auto root = ns::StateRoot();
-  if (!root) return std::unexpected(root.error());
-  std::string path = *root + "/snapshots";
+  SMOLBOX_ASSIGN_OR_RETURN(auto root, ns::StateRoot());
+  std::string path = root + "/snapshots";
   if (mkdir(path.c_str(), 0700) != 0 && errno != EEXIST) return std::unexpected(Error::Sys("mkdir " + path));
   UniqueFd dir(open(path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
   if (!dir.valid()) return std::unexpected(Error::Sys("open " + path));
@@ -224,7 +223,7 @@ Expected<void> Drain(int stream, int file, std::chrono::steady_clock::time_point
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) return std::unexpected(Error::Sys("read the migration stream"));
     if (n == 0) return {};
-    if (auto ok = WriteAll(file, std::string_view(buffer.data(), static_cast<size_t>(n))); !ok) return ok;
+    SMOLBOX_TRY(WriteAll(file, std::string_view(buffer.data(), static_cast<size_t>(n))));
   }
 }
 
@@ -237,22 +236,21 @@ Expected<void> SaveVm(Qmp& qmp, int file, int timeout_ms) {
   int pair[2];
   if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) != 0) return std::unexpected(Error::Sys("socketpair"));
   UniqueFd stream(pair[0]), qemu_end(pair[1]);
-  if (auto ok = qmp.Execute("getfd", {{"fdname", "snapshot"}}, timeout_ms, qemu_end.get()); !ok) return std::unexpected(ok.error());
+  SMOLBOX_TRY(qmp.Execute("getfd", {{"fdname", "snapshot"}}, timeout_ms, qemu_end.get()));
   qemu_end.Reset();
   // QEMU throttles migration to 128 MiB/s by default; a local copy takes all it can get.
   if (auto ok = qmp.Execute("migrate-set-parameters", {{"max-bandwidth", int64_t{1} << 40}}, timeout_ms); !ok) {
     return std::unexpected(ok.error());
   }
-  if (auto ok = qmp.Execute("stop", nullptr, timeout_ms); !ok) return std::unexpected(ok.error());
-  if (auto ok = qmp.Execute("migrate", {{"uri", "fd:snapshot"}}, timeout_ms); !ok) return std::unexpected(ok.error());
-  if (auto ok = Drain(stream.get(), file, deadline); !ok) return ok;
+  SMOLBOX_TRY(qmp.Execute("stop", nullptr, timeout_ms));
+  SMOLBOX_TRY(qmp.Execute("migrate", {{"uri", "fd:snapshot"}}, timeout_ms));
+  SMOLBOX_TRY(Drain(stream.get(), file, deadline));
   for (;;) {
-    auto info = qmp.Execute("query-migrate", nullptr, timeout_ms);
-    if (!info) return std::unexpected(info.error());
-    std::string status = info->value("status", "");
+    SMOLBOX_ASSIGN_OR_RETURN(auto info, qmp.Execute("query-migrate", nullptr, timeout_ms));
+    std::string status = info.value("status", "");
     if (status == "completed") return {};
     if (status == "failed" || status == "cancelled") {
-      return std::unexpected(Error{"qmp: migrate", info->value("error-desc", status), 0});
+      return std::unexpected(Error{"qmp: migrate", info.value("error-desc", status), 0});
     }
     if (std::chrono::steady_clock::now() > deadline) return std::unexpected(Error{"qmp: migrate", "did not complete in time", ETIMEDOUT});
     std::this_thread::sleep_for(std::chrono::milliseconds(kPollMigrateMs));
@@ -260,8 +258,7 @@ Expected<void> SaveVm(Qmp& qmp, int file, int timeout_ms) {
 }
 
 Expected<void> ResumeVm(Qmp& qmp, int timeout_ms) {
-  auto ok = qmp.Execute("cont", nullptr, timeout_ms);
-  if (!ok) return std::unexpected(ok.error());
+  SMOLBOX_TRY(qmp.Execute("cont", nullptr, timeout_ms));
   return {};
 }
 

@@ -133,9 +133,8 @@ void PruneConsoleLogs(const std::string& logs) {
 }
 
 Expected<void> OpenConsole(Vm& vm) {
-  auto root = ns::StateRoot();
-  if (!root) return std::unexpected(root.error());
-  std::string logs = *root + "/logs";
+  SMOLBOX_ASSIGN_OR_RETURN(auto root, ns::StateRoot());
+  std::string logs = root + "/logs";
   if (mkdir(logs.c_str(), 0700) != 0 && errno != EEXIST) return std::unexpected(Error::Sys("mkdir " + logs));
   PruneConsoleLogs(logs);
   vm.console_path = fmt::format("{}/{}.console.log", logs, vm.dir->id());
@@ -184,9 +183,8 @@ Expected<void> StartQemu(const Qemu& qemu, VmConfig config, const std::vector<in
   plan.host_gid = vm.host_gid;
   plan.inside_uid = kGuestIdBase + vm.guest_uid;
   plan.inside_gid = kGuestIdBase + vm.guest_gid;
-  auto jailed = StartJailed(plan, *vm.cgroup);
-  if (!jailed) return std::unexpected(jailed.error());
-  vm.qemu = std::move(*jailed);
+  SMOLBOX_ASSIGN_OR_RETURN(auto jailed, StartJailed(plan, *vm.cgroup));
+  vm.qemu = std::move(jailed);
   return {};
 }
 
@@ -266,10 +264,9 @@ Expected<void> FreshenGuest(const Vm& vm, int64_t timeout_ms) {
   clock_gettime(CLOCK_REALTIME, &now);
   restore.realtime_sec = now.tv_sec;
   restore.realtime_nsec = now.tv_nsec;
-  if (auto sent = channel::WriteMessage(vm.channel.get(), EncodeGuestRestore(restore)); !sent) return sent;
-  auto reply = AwaitGuest(vm, timeout_ms, "restore");
-  if (!reply) return std::unexpected(reply.error());
-  return ExpectReply(*reply, "restore", "restored_done");
+  SMOLBOX_TRY(channel::WriteMessage(vm.channel.get(), EncodeGuestRestore(restore)));
+  SMOLBOX_ASSIGN_OR_RETURN(auto reply, AwaitGuest(vm, timeout_ms, "restore"));
+  return ExpectReply(reply, "restore", "restored_done");
 }
 
 struct SnapshotPlace {
@@ -286,7 +283,7 @@ Expected<void> SaveSnapshot(Qmp& qmp, const SnapshotPlace& place, const Vm& vm, 
   if (pending && saved) saved = place.store.Commit(*pending);
   if (pending && !saved) place.store.Abandon(*pending);
   if (!saved) result.Warn(fmt::format("boot snapshot: could not save one ({}); the next run boots again", saved.error().ToString()));
-  if (auto resumed = ResumeVm(qmp, static_cast<int>(timeout)); !resumed) return resumed;
+  SMOLBOX_TRY(ResumeVm(qmp, static_cast<int>(timeout)));
   return FreshenGuest(vm, kSetupTimeoutMs);
 }
 
@@ -304,11 +301,11 @@ Expected<void> Boot(const Qemu& qemu, VmConfig config, const std::optional<Snaps
     extra_fds.push_back(qmp_qemu.get());
   }
   auto start = Clock::now();
-  if (auto ok = StartQemu(qemu, config, extra_fds, vm); !ok) return ok;
+  SMOLBOX_TRY(StartQemu(qemu, config, extra_fds, vm));
   qmp_qemu.Reset();
   int64_t boot_timeout = vm.accel == Accel::kKvm ? kBootTimeoutKvmMs : kBootTimeoutTcgMs;
   auto ready = AwaitGuest(vm, boot_timeout, "boot");
-  if (!ready) return std::unexpected(ready.error());
+  SMOLBOX_TRY(ready);
   if (ready->Type() != "ready") return std::unexpected(Error{"boot", "unexpected message \"" + ready->Type() + "\"", 0});
   if (place) {
     Qmp qmp(std::move(qmp_host));
@@ -372,21 +369,19 @@ Expected<void> BringUp(const RunSpec& spec, const Qemu& qemu, Vm& vm, RunResult&
 }
 
 Expected<void> SetUpGuest(const RunSpec& spec, Vm& vm) {
-  if (auto sent = channel::WriteMessage(vm.channel.get(), EncodeGuestSetup(MakeGuestSetup(spec, vm))); !sent) return sent;
-  auto done = AwaitGuest(vm, kSetupTimeoutMs, "guest setup");
-  if (!done) return std::unexpected(done.error());
-  return ExpectReply(*done, "guest setup", "setup_done");
+  SMOLBOX_TRY(channel::WriteMessage(vm.channel.get(), EncodeGuestSetup(MakeGuestSetup(spec, vm))));
+  SMOLBOX_ASSIGN_OR_RETURN(auto done, AwaitGuest(vm, kSetupTimeoutMs, "guest setup"));
+  return ExpectReply(done, "guest setup", "setup_done");
 }
 
 Expected<void> Prepare(const RunSpec& spec, Vm& vm, RunResult& result) {
-  if (auto ok = CheckSpec(spec); !ok) return ok;
-  auto qemu = FindQemu();
-  if (!qemu) return std::unexpected(qemu.error());
+  SMOLBOX_TRY(CheckSpec(spec));
+  SMOLBOX_ASSIGN_OR_RETURN(auto qemu, FindQemu());
   auto guest = OpenGuestArtifacts(GuestDir());
-  if (!guest) return std::unexpected(guest.error());
+  SMOLBOX_TRY(guest);
   vm.guest = std::move(*guest);
   auto volumes = ns::OpenVolumes(spec);
-  if (!volumes) return std::unexpected(volumes.error());
+  SMOLBOX_TRY(volumes);
   vm.volumes = std::move(*volumes);
   bool root = spec.user == UserKind::kRoot;
   vm.guest_uid = root ? 0 : ns::kSandboxUid;
@@ -394,21 +389,21 @@ Expected<void> Prepare(const RunSpec& spec, Vm& vm, RunResult& result) {
   vm.host_uid = ns::kHostIdBase + vm.guest_uid;
   vm.host_gid = ns::kHostIdBase + vm.guest_gid;
   auto dir = ns::RunDir::Create();
-  if (!dir) return std::unexpected(dir.error());
+  SMOLBOX_TRY(dir);
   vm.dir.emplace(std::move(*dir));
   int64_t qemu_mib = spec.limits.memory_mib + kGuestOverheadMiB + kQemuOverheadMiB;
   // CPU: the vCPUs plus one for QEMU's own I/O thread; the workload's share is held inside.
   double qemu_cpus = VcpusFor(spec) + 1.0;
   vm.cgroup.emplace(ns::Cgroup::Create(vm.dir->id(), {qemu_mib << 20, qemu_cpus, kQemuPids}));
   for (const auto& problem : vm.cgroup->problems()) result.Warn("QEMU's cgroup: " + problem);
-  if (auto ok = ns::EnterPrivateMountNamespace(); !ok) return ok;
+  SMOLBOX_TRY(ns::EnterPrivateMountNamespace());
   auto storage = ns::Storage::CreateDisk(spec.limits.storage_mib, vm.dir->path() + "/storage");
-  if (!storage) return std::unexpected(storage.error());
+  SMOLBOX_TRY(storage);
   vm.storage.emplace(std::move(*storage));
   vm.storage->set_metadata(ns::Metadata::kMappedXattr);  // QemuArgv's security_model
-  if (auto ok = ns::FillStorage(spec, vm.volumes, *vm.storage, vm.host_uid, vm.host_gid, result); !ok) return ok;
-  if (auto ok = OpenConsole(vm); !ok) return ok;
-  if (auto ok = BringUp(spec, *qemu, vm, result); !ok) return ok;
+  SMOLBOX_TRY(ns::FillStorage(spec, vm.volumes, *vm.storage, vm.host_uid, vm.host_gid, result));
+  SMOLBOX_TRY(OpenConsole(vm));
+  SMOLBOX_TRY(BringUp(spec, qemu, vm, result));
   return SetUpGuest(spec, vm);
 }
 
