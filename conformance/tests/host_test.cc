@@ -291,6 +291,33 @@ TEST(HostLive, this_machine_reports_no_hardware_isolation_and_names_the_fallback
       << run.out;
 }
 
+TEST(HostLive, the_runtime_decides_kvm_by_the_reports_own_rule) {
+  HostReport r = Probe("");
+  std::string why = smolbox::host::KvmUnusableReason();
+  EXPECT_EQ(r.hardware_isolation_usable, why.empty()) << why;
+  if (!why.empty()) {
+    EXPECT_NE(r.verdict.find(why), std::string::npos) << r.verdict << "\n" << why;
+  }
+}
+
+// github-runner as root, before the udev rule: root may open /dev/kvm, but QEMU, which the vm
+// backend confines as an unprivileged uid, may not.
+TEST(HostFixture, kvm_closed_to_other_users_is_unusable_for_root_whose_qemu_runs_unprivileged) {
+  char tmpl[] = "/tmp/host-fixture-XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  fs::path dir = fs::path(tmpl) / "runner-as-root";
+  fs::copy(kFixtures + "/github-runner", dir, fs::copy_options::recursive);
+  auto stat = nlohmann::json::parse(Slurp((dir / "stat.json").string()));
+  stat["/dev/kvm"]["mode"] = "0660";
+  std::ofstream((dir / "stat.json").string()) << stat.dump();
+  std::ofstream((dir / "host.json").string()) << R"({"uid": 0, "groups": [0], "cpuid_hypervisor": "Microsoft Hv"})";
+  HostReport r = Probe(dir.string());
+  EXPECT_FALSE(r.hardware_isolation_usable);
+  EXPECT_NE(r.verdict.find("/dev/kvm (0660 root:kvm) is not open to other users"), std::string::npos) << r.verdict;
+  EXPECT_NE(Joined(r.next_steps).find("MODE=\"0666\""), std::string::npos) << Joined(r.next_steps);
+  fs::remove_all(tmpl);
+}
+
 TEST(HostLive, live_checks_run_live) {
   HostReport r = Probe("");
   for (const auto& [key, level] : Levels(r)) {

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "client.h"
+#include "guest_dir.h"
 #include "keeper.h"
 #include "sandbox_state.h"
 #include "smolbox/backend.h"
@@ -574,6 +575,14 @@ int ReportParseError(const CLI::App& app, const CLI::ParseError& e) {
 int main(int argc, char** argv) {
   CLI::App app{"smolbox: run untrusted code in a sandbox", "smolbox"};
   app.set_version_flag("--version", "smolbox " SMOLBOX_VERSION);
+  // scripts/build-guest asks, so that the rule for where the guest lives is written once.
+  app.add_flag_callback(
+      "--print-guest-dir",
+      [] {
+        fmt::print("{}\n", smolbox::GuestDir());
+        throw CLI::Success();
+      },
+      "print the directory the vm backend loads its guest kernel, initramfs and rootfs from, and exit");
   app.require_subcommand(1);
   // Each subcommand binds its own flags: a Flag remembers the one option it was added as.
   RunFlags flags;

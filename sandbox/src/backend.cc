@@ -6,6 +6,7 @@
 
 #include "ns/ns_backend.h"
 #include "ns/workspace.h"
+#include "smolbox/host.h"
 #include "vm/accel.h"
 #include "vm/vm_backend.h"
 
@@ -52,7 +53,7 @@ Expected<std::unique_ptr<Backend>> MakeBackend(BackendKind kind) {
     case BackendKind::kAuto:
       // Hardware isolation when this host has it (and the runtime is root, as the vm backend
       // needs); namespaces otherwise. The result says which ran.
-      if (geteuid() == 0 && vm::KvmUnusableReason().empty()) return vm::MakeVmBackend();
+      if (geteuid() == 0 && host::KvmUnusableReason().empty()) return vm::MakeVmBackend();
       return ns::MakeNsBackend();
     case BackendKind::kNs:
       return ns::MakeNsBackend();

@@ -78,6 +78,11 @@ Expected<HostReport> ProbeHost(const ProbeOptions& options, std::vector<ProbedPa
 // "file", "exists" or "stat".
 const char* ToString(ProbedPath::Kind kind);
 
+// Why the vm backend cannot use KVM on this machine now; empty when it can. The runtime decides
+// by this before each run, and it is the rule the report's verdict gives for "vm (kvm)": the
+// same probe of the CPU and KVM sections, judged the same way.
+std::string KvmUnusableReason();
+
 // The CPUID hypervisor vendor (leaf 0x40000000), e.g. "KVMKVMKVM"; empty on bare metal.
 std::string LiveCpuidHypervisor();
 

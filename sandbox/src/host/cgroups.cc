@@ -7,62 +7,14 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <map>
-#include <sstream>
 
+#include "cgroup_hierarchies.h"
 #include "probe.h"
 
 namespace smolbox::host {
 namespace {
 
-struct Hierarchies {
-  std::optional<std::string> v2_mount;
-  std::string v2_self;                          // our cgroup in v2, "" for the root
-  std::map<std::string, std::string> v1_mount;  // controller -> mount point
-  std::map<std::string, std::string> v1_self;   // controller -> our cgroup
-};
-
-const std::vector<std::string> kV1Controllers = {
-    "cpu",   "cpuacct",    "cpuset",   "memory",  "devices", "freezer", "net_cls",
-    "blkio", "perf_event", "net_prio", "hugetlb", "pids",    "rdma",    "misc"};
-
-std::vector<std::string> Split(const std::string& text, char sep) {
-  std::vector<std::string> parts;
-  std::istringstream in(text);
-  for (std::string part; std::getline(in, part, sep);) parts.push_back(part);
-  return parts;
-}
-
-void ParseMountinfo(const std::string& mountinfo, Hierarchies& h) {
-  std::istringstream in(mountinfo);
-  for (std::string line; std::getline(in, line);) {
-    auto fields = Split(line, ' ');
-    auto dash = std::find(fields.begin(), fields.end(), "-");
-    // mountinfo: id parent dev root mountpoint options ... - fstype source superoptions
-    if (fields.size() < 5 || dash == fields.end() || fields.end() - dash < 4) continue;
-    if (*(dash + 1) == "cgroup2" && !h.v2_mount) h.v2_mount = fields[4];
-    if (*(dash + 1) != "cgroup") continue;
-    for (const auto& option : Split(*(dash + 3), ',')) {
-      if (std::find(kV1Controllers.begin(), kV1Controllers.end(), option) != kV1Controllers.end()) {
-        h.v1_mount.emplace(option, fields[4]);
-      }
-    }
-  }
-}
-
-// /proc/self/cgroup: "0::/path" for v2, "N:controller,...:/path" for each v1 hierarchy.
-void ParseSelf(const std::string& self, Hierarchies& h) {
-  std::istringstream in(self);
-  for (std::string line; std::getline(in, line);) {
-    auto first = line.find(':'), second = line.find(':', first + 1);
-    if (first == std::string::npos || second == std::string::npos) continue;
-    std::string path = line.substr(second + 1);
-    if (path == "/") path.clear();
-    std::string controllers = line.substr(first + 1, second - first - 1);
-    if (controllers.empty()) h.v2_self = path;
-    for (const auto& c : Split(controllers, ',')) h.v1_self[c] = path;
-  }
-}
+using Hierarchies = CgroupHierarchies;
 
 Check HierarchyCheck(const Hierarchies& h) {
   const char* name = "hierarchy";
@@ -140,9 +92,8 @@ Check V2ControllersCheck(HostView& view, const Hierarchies& h) {
 
 Section ProbeCgroups(HostView& view) {
   Section section{"cgroups", {}};
-  Hierarchies h;
-  ParseMountinfo(view.Read("/proc/self/mountinfo").value_or(""), h);
-  ParseSelf(view.Read("/proc/self/cgroup").value_or(""), h);
+  Hierarchies h = ParseCgroupHierarchies(view.Read("/proc/self/mountinfo").value_or(""),
+                                         view.Read("/proc/self/cgroup").value_or(""));
   section.checks.push_back(HierarchyCheck(h));
   section.checks.push_back(V2ControllersCheck(view, h));
   section.checks.push_back(LimitsCheck(view, h));

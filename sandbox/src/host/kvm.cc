@@ -4,6 +4,7 @@
 #include <fmt/ranges.h>
 #include <linux/kvm.h>
 #include <sys/ioctl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -42,6 +43,8 @@ Check AccessCheck(HostView& view, const std::optional<Node>& node, Findings& fou
   if (!node) return Fail(name, "no /dev/kvm");
   found.kvm_node = Describe(*node);
   found.kvm_accessible = view.Access(kKvm, R_OK | W_OK);
+  bool open_to_all = (node->mode & (S_IROTH | S_IWOTH)) == (S_IROTH | S_IWOTH);
+  found.kvm_open_to_qemu = found.kvm_accessible && (view.uid() != 0 || open_to_all);
   if (found.kvm_accessible) {
     return Pass(name, fmt::format("read/write for uid {} ({})", view.uid(), found.kvm_node));
   }

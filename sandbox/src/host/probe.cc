@@ -25,6 +25,14 @@ Expected<HostReport> ProbeHost(const ProbeOptions& options, std::vector<ProbedPa
   return report;
 }
 
+std::string KvmUnusableReason() {
+  HostView view = HostView::Live();
+  Findings found;
+  ProbeCpu(view, found);
+  ProbeKvm(view, found);
+  return WhyNoKvm(view, found);
+}
+
 Expected<HostReport> ProbeHost(const ProbeOptions& options) {
   std::vector<ProbedPath> ignored;
   return ProbeHost(options, ignored);

@@ -19,6 +19,9 @@ struct Findings {
   bool kvm_exists = false;
   bool kvm_is_device = false;  // the character device 10:232
   bool kvm_accessible = false;
+  // The process that opens /dev/kvm for a VM may: as root that is QEMU, which the vm backend
+  // confines as an unprivileged uid, so the mode must be o+rw (the udev rule's MODE="0666").
+  bool kvm_open_to_qemu = false;
   std::optional<bool> kvm_api_ok;  // nullopt: not run (a fixture replays no ioctls)
   std::optional<bool> kvm_create_vm_ok;
   std::string kvm_module;  // "kvm_intel", "kvm_amd", "kvm_pvm" or empty
@@ -45,6 +48,8 @@ Section ProbeCgroups(HostView& view);
 Section ProbeKernel(HostView& view, Findings& found);
 Section ProbeVmNeeds(const ProbeOptions& options, Findings& found);
 
+// Why the vm backend cannot use KVM here; empty when it can.
+std::string WhyNoKvm(const HostView& view, const Findings& found);
 // Fills backends, verdict, next steps and hardware_isolation_usable from the findings.
 void Conclude(const HostView& view, const Findings& found, HostReport& report);
 

@@ -9,22 +9,33 @@ namespace {
 
 constexpr const char* kEmulatedBattery = "smolvm-check run --sandbox smolbox:vm-tcg";
 
-// Why KVM cannot give hardware isolation here; empty when it can. Under a fixture the ioctls
-// were not run, so the device, its access and the CPU flags decide.
+}  // namespace
+
+// The one rule for whether the vm backend may use KVM: the report judges the host by it, and the
+// runtime decides by it before each run (KvmUnusableReason, from a live probe of the same facts).
+// Under a fixture the ioctls were not run, so the device, its access and the CPU flags decide.
 std::string WhyNoKvm(const HostView& view, const Findings& f) {
   if (!f.kvm_exists) return "no /dev/kvm";
   if (!f.kvm_is_device) return "/dev/kvm is not the KVM character device";
   if (f.kvm_module == "kvm_pvm") {
     return "/dev/kvm comes from kvm_pvm, which runs only guest kernels built for PVM";
   }
+  if (f.kvm_module.empty()) return "/dev/kvm is not backed by VT-x or AMD-V (no kvm_intel or kvm_amd module)";
   if (f.cpu_virt_flag.empty()) return "the CPU shows no vmx or svm flag";
   if (!f.kvm_accessible) {
     return fmt::format("/dev/kvm ({}) is not open to uid {}", f.kvm_node, view.uid());
+  }
+  // As root the vm backend confines QEMU as an unprivileged uid, which opens /dev/kvm itself.
+  if (!f.kvm_open_to_qemu) {
+    return fmt::format("/dev/kvm ({}) is not open to other users, and QEMU runs confined as an unprivileged uid",
+                       f.kvm_node);
   }
   if (f.kvm_api_ok == false) return "KVM_GET_API_VERSION is not 12";
   if (f.kvm_create_vm_ok == false) return "KVM_CREATE_VM fails";
   return "";
 }
+
+namespace {
 
 // What the vm backend would still miss on this host besides KVM.
 std::vector<std::string> VmMissing(const HostView& view, const Findings& f) {
@@ -93,7 +104,7 @@ std::vector<std::string> NextSteps(const std::string& why_no_kvm, const Findings
     steps.push_back("KVM is ready: smolvm-check run --sandbox smolbox:vm");
     return steps;
   }
-  if (f.kvm_is_device && !f.kvm_accessible && !f.cpu_virt_flag.empty()) {
+  if (f.kvm_is_device && !f.kvm_open_to_qemu && !f.cpu_virt_flag.empty()) {
     steps.push_back(
         "Open /dev/kvm to this user: the udev rule KERNEL==\"kvm\", GROUP=\"kvm\", "
         "MODE=\"0666\", OPTIONS+=\"static_node=kvm\" (then udevadm control "

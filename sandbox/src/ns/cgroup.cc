@@ -13,59 +13,20 @@
 #include <chrono>
 #include <cmath>
 #include <fstream>
-#include <map>
 #include <set>
 #include <sstream>
 #include <thread>
 
 #include <fmt/format.h>
 
+#include "cgroup_hierarchies.h"
+
 namespace smolbox::ns {
 namespace {
 
 constexpr int64_t kCpuPeriodUs = 100000;
 
-// What the kernel says about this process's cgroups: where each hierarchy is mounted and
-// where in it we live.
-struct Hierarchies {
-  std::optional<std::string> v2_mount;
-  std::string v2_self;                          // our path in v2
-  std::map<std::string, std::string> v1_mount;  // controller -> mount point
-  std::map<std::string, std::string> v1_self;   // controller -> our path
-};
-
-std::vector<std::string> Split(const std::string& text, char sep) {
-  std::vector<std::string> parts;
-  std::stringstream in(text);
-  for (std::string part; std::getline(in, part, sep);) parts.push_back(part);
-  return parts;
-}
-
-Hierarchies Discover() {
-  Hierarchies h;
-  std::ifstream mountinfo("/proc/self/mountinfo");
-  for (std::string line; std::getline(mountinfo, line);) {
-    auto fields = Split(line, ' ');
-    auto dash = std::find(fields.begin(), fields.end(), "-");
-    if (fields.size() < 5 || dash == fields.end() || dash + 3 >= fields.end() + 1) continue;
-    const std::string& fstype = *(dash + 1);
-    if (fstype == "cgroup2" && !h.v2_mount) h.v2_mount = fields[4];
-    if (fstype == "cgroup" && dash + 3 < fields.end()) {
-      for (const auto& option : Split(*(dash + 3), ',')) h.v1_mount.emplace(option, fields[4]);
-    }
-  }
-  std::ifstream self("/proc/self/cgroup");
-  for (std::string line; std::getline(self, line);) {
-    auto first = line.find(':'), second = line.find(':', first + 1);
-    if (first == std::string::npos || second == std::string::npos) continue;
-    std::string controllers = line.substr(first + 1, second - first - 1);
-    std::string path = line.substr(second + 1);
-    if (path == "/") path.clear();
-    if (controllers.empty()) h.v2_self = path;
-    for (const auto& c : Split(controllers, ',')) h.v1_self[c] = path;
-  }
-  return h;
-}
+using Hierarchies = CgroupHierarchies;
 
 bool WriteFile(const std::string& path, const std::string& value) {
   std::ofstream out(path);
@@ -176,13 +137,10 @@ void KillDir(const std::string& path, int version) {
 // Whether a /proc/<pid>/cgroup listing puts the process at `path` in the hierarchy of
 // `controller`; the empty controller is v2's.
 bool Lists(const std::string& listing, const std::string& controller, const std::string& path) {
-  for (const auto& line : Split(listing, '\n')) {
-    auto first = line.find(':'), second = line.find(':', first + 1);
-    if (first == std::string::npos || second == std::string::npos || line.substr(second + 1) != path) continue;
-    auto controllers = Split(line.substr(first + 1, second - first - 1), ',');
-    if (controller.empty() ? controllers.empty() : std::ranges::count(controllers, controller) > 0) return true;
-  }
-  return false;
+  CgroupHierarchies h = ParseCgroupHierarchies("", listing);
+  if (controller.empty()) return !path.empty() && h.v2_self == path;
+  auto in_v1 = h.v1_self.find(controller);
+  return in_v1 != h.v1_self.end() && in_v1->second == path;
 }
 
 }  // namespace
@@ -214,7 +172,7 @@ void CgroupEntry::JoinSelf() {
 
 Cgroup Cgroup::Create(const std::string& run_id, const CgroupLimits& limits) {
   Cgroup cg;
-  Hierarchies h = Discover();
+  Hierarchies h = DiscoverCgroupHierarchies();
   std::optional<std::string> v2 = V2Base(h, {"memory", "cpu", "pids"});
   auto place = [&](const std::string& controller) -> std::optional<Dir> {
     if (v2 && V2Enabled(*v2, controller)) {
@@ -375,7 +333,7 @@ void Cgroup::Destroy() {
 void RemoveStaleCgroups(const std::string& run_id) {
   // A v1 run cgroup sits under the cgroup of the runtime that made it, and the sweeper may live
   // in another one (a later login, job or service), so each hierarchy is searched for it.
-  Hierarchies h = Discover();
+  Hierarchies h = DiscoverCgroupHierarchies();
   std::vector<std::pair<std::string, int>> roots;
   if (h.v2_mount) roots.emplace_back(*h.v2_mount, 2);
   std::set<std::string> v1_mounts;

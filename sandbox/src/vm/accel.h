@@ -1,5 +1,6 @@
-// Which accelerator a VM runs on. KVM counts only when it is hardware-backed (VT-x or AMD-V)
-// and this process can open /dev/kvm and create a VM; otherwise only TCG, QEMU's emulation.
+// Which accelerator a VM runs on. KVM counts only when the host report's own rule says it is
+// usable (smolbox::host::KvmUnusableReason: hardware-backed, open to this process and to the
+// confined QEMU, and it creates a VM); otherwise only TCG, QEMU's emulation, when asked for.
 #pragma once
 
 #include <string>
@@ -8,9 +9,6 @@
 #include "smolbox/spec.h"
 
 namespace smolbox::vm {
-
-// Why KVM cannot be used here; empty when it can.
-std::string KvmUnusableReason();
 
 // The accelerator for `asked`: kvm when usable for kAuto/kKvm, tcg only when asked for. The
 // error names the fallback command.

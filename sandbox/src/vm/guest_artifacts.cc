@@ -29,16 +29,6 @@ Expected<UniqueFd> OpenArtifact(const std::string& dir, const char* name) {
 
 }  // namespace
 
-std::string GuestDir() {
-  if (const char* dir = std::getenv("SMOLBOX_GUEST_DIR"); dir != nullptr && *dir != '\0') return dir;
-  if (geteuid() == 0) return "/var/cache/smolbox/guest";
-  if (const char* cache = std::getenv("XDG_CACHE_HOME"); cache != nullptr && *cache == '/') {
-    return fmt::format("{}/smolbox/guest", cache);
-  }
-  const char* home = std::getenv("HOME");
-  return fmt::format("{}/.cache/smolbox/guest", home != nullptr ? home : "");
-}
-
 Expected<GuestArtifacts> OpenGuestArtifacts(const std::string& dir) {
   GuestArtifacts guest;
   guest.dir = dir;

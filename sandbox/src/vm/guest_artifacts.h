@@ -2,12 +2,13 @@
 // /init is the agent, and the rootfs as an erofs image. The runtime opens them once and hands
 // QEMU the descriptors, so a rebuild while a VM starts cannot swap a file under it.
 //
-//   auto guest = OpenGuestArtifacts(GuestDir());
+//   auto guest = OpenGuestArtifacts(smolbox::GuestDir());   // core/guest_dir.h
 //   if (!guest) ...   // names the directory and scripts/build-guest
 #pragma once
 
 #include <string>
 
+#include "guest_dir.h"
 #include "smolbox/error.h"
 #include "unique_fd.h"
 
@@ -19,10 +20,6 @@ struct GuestArtifacts {
   UniqueFd initramfs;  // initramfs.cpio
   UniqueFd rootfs;     // rootfs.erofs
 };
-
-// $SMOLBOX_GUEST_DIR; else /var/cache/smolbox/guest for root; else
-// ${XDG_CACHE_HOME:-$HOME/.cache}/smolbox/guest. scripts/build-guest uses the same rule.
-std::string GuestDir();
 
 Expected<GuestArtifacts> OpenGuestArtifacts(const std::string& dir);
 

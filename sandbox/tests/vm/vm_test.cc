@@ -15,6 +15,7 @@
 
 #include "ns/ordinary_files.h"
 #include "ns/smolbox_runner.h"
+#include "smolbox/host.h"
 #include "vm/accel.h"
 
 namespace smolbox::testing {
@@ -344,7 +345,7 @@ TEST(VmBadInput, an_absent_or_too_old_qemu_is_named) {
 }
 
 TEST(VmBadInput, accel_kvm_without_kvm_names_the_remote_fallback) {
-  if (smolbox::vm::KvmUnusableReason().empty()) GTEST_SKIP() << "KVM is usable on this host";
+  if (smolbox::host::KvmUnusableReason().empty()) GTEST_SKIP() << "KVM is usable on this host";
   auto run = RunSmolbox({"run", "--backend", "vm", "--accel", "kvm", "--", "/bin/true"});
   EXPECT_EQ(run.exit_code, 125);
   EXPECT_NE(run.err.find("accel: KVM is not usable here"), std::string::npos) << run.err;
