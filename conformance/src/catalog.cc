@@ -12,7 +12,6 @@
 
 #include "json_check.h"
 #include "placeholders.h"
-#include "profile.h"
 #include "smolbox/spec.h"
 
 namespace smolvm_check {

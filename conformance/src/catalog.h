@@ -58,6 +58,11 @@ inline const std::vector<std::string> kCaseUsers = {"sandbox", "root"};
 inline const std::vector<std::string> kLimitNames = {
     "timeout_ms", "cpu_ms", "memory_mib", "cpus", "pids", "storage_mib", "output_bytes", "files"};
 
+// Where a case's payload directory (read-only) and its workdir are inside a sandbox whose paths
+// are its own: part of what a case is, so that the catalog can keep its mounts off the payloads.
+inline constexpr const char* kPayloadTarget = "/payload";
+inline constexpr const char* kSandboxWorkdir = "/work";
+
 struct CaseMount {
   std::string name;    // how args and expect.outputs refer to it: {mount:in}, "in/file"
   std::string target;  // path inside the sandbox

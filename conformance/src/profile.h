@@ -83,9 +83,6 @@ struct Placement {
   std::string marker;                                 // appended as the last argv word
 };
 
-inline constexpr const char* kPayloadTarget = "/payload";
-inline constexpr const char* kSandboxWorkdir = "/work";
-
 // The full command line for this case under this profile: the limit wrappers (in the order of
 // the limits map, each applied when its limit is non-zero), then the command. {argv...} is the
 // interpreter, the payload (under kPayloadTarget, or its host path for host_paths), the case's
