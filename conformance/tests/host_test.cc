@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "host_command.h"
+#include "cli/host_command.h"
 
 namespace smolvm_check {
 namespace {

@@ -1,0 +1,76 @@
+#include "cli/host_command.h"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <iostream>
+#include <memory>
+#include <nlohmann/json.hpp>
+
+#include "smolbox/host.h"
+
+namespace smolvm_check {
+namespace {
+
+std::string Env(const char* name) {
+  const char* value = std::getenv(name);
+  return value ? value : "";
+}
+
+}  // namespace
+
+// Where scripts/build-guest puts the vm backend's kernel, initramfs and rootfs, and where
+// smolbox looks: $SMOLBOX_GUEST_DIR; for root /var/cache/smolbox/guest; else
+// $XDG_CACHE_HOME/smolbox/guest or ~/.cache/smolbox/guest.
+std::string GuestDir() {
+  if (!Env("SMOLBOX_GUEST_DIR").empty()) return Env("SMOLBOX_GUEST_DIR");
+  if (geteuid() == 0) return "/var/cache/smolbox/guest";
+  if (!Env("XDG_CACHE_HOME").empty()) return Env("XDG_CACHE_HOME") + "/smolbox/guest";
+  if (!Env("HOME").empty()) return Env("HOME") + "/.cache/smolbox/guest";
+  return "";
+}
+
+int RunHost(const HostFlags& flags, std::ostream& out, std::ostream& err, bool color) {
+  if (flags.cpuid) {
+    out << smolbox::host::LiveCpuidHypervisor() << "\n";
+    return kHostUsable;
+  }
+  smolbox::host::ProbeOptions options{flags.root, Env("PATH"), GuestDir()};
+  std::vector<smolbox::host::ProbedPath> probed;
+  auto report = smolbox::host::ProbeHost(options, probed);
+  if (!report) {
+    err << fmt::format("smolvm-check host: --root {}\n", report.error().ToString());
+    return kHostProbeFailed;
+  }
+  if (flags.list_files) {
+    for (const auto& p : probed) out << ToString(p.kind) << "\t" << p.path << "\n";
+    return kHostUsable;
+  }
+  if (flags.json)
+    out << ToJson(*report).dump(2) << "\n";
+  else
+    out << Render(*report, color);
+  return ExitCode(*report);
+}
+
+void AddHostCommand(CLI::App& app, int& exit_code) {
+  auto flags_ptr = std::make_shared<HostFlags>();
+  HostFlags& flags = *flags_ptr;
+  CLI::App* host = app.add_subcommand("host", "What this machine can isolate with, KVM first");
+  host->add_flag("--json", flags.json, "Print the report as JSON");
+  host->add_option("--root", flags.root,
+                   "Read /proc, /sys and /dev facts from this host fixture instead of this machine")
+      ->option_text("DIR");
+  host->add_flag("--list-files", flags.list_files,
+                 "List the paths the probe reads (what scripts/capture-host-fixture copies)");
+  host->add_flag("--cpuid", flags.cpuid, "Print the CPUID hypervisor vendor (for fixtures)");
+  host->footer("Exit codes: 0 hardware isolation is usable, 1 it is not, 2 the probe failed.");
+  host->callback([flags_ptr, &exit_code] {
+    // no-color.org: a NO_COLOR that is set and not empty turns colour off.
+    bool color = isatty(STDOUT_FILENO) && Env("NO_COLOR").empty();
+    exit_code = RunHost(*flags_ptr, std::cout, std::cerr, color);
+  });
+}
+
+}  // namespace smolvm_check
