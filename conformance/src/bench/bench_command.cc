@@ -11,8 +11,8 @@
 #include "battery/case_dir.h"
 #include "battery/report.h"
 #include "bench/bench.h"
-#include "cli/host_command.h"
 #include "launch/interrupt.h"
+#include "launch/smolbox_install.h"
 #include "program.h"
 #include "smolbox/host.h"
 

@@ -8,6 +8,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 
+#include "launch/smolbox_install.h"
 #include "smolbox/host.h"
 
 namespace smolvm_check {
@@ -19,17 +20,6 @@ std::string Env(const char* name) {
 }
 
 }  // namespace
-
-// Where scripts/build-guest puts the vm backend's kernel, initramfs and rootfs, and where
-// smolbox looks: $SMOLBOX_GUEST_DIR; for root /var/cache/smolbox/guest; else
-// $XDG_CACHE_HOME/smolbox/guest or ~/.cache/smolbox/guest.
-std::string GuestDir() {
-  if (!Env("SMOLBOX_GUEST_DIR").empty()) return Env("SMOLBOX_GUEST_DIR");
-  if (geteuid() == 0) return "/var/cache/smolbox/guest";
-  if (!Env("XDG_CACHE_HOME").empty()) return Env("XDG_CACHE_HOME") + "/smolbox/guest";
-  if (!Env("HOME").empty()) return Env("HOME") + "/.cache/smolbox/guest";
-  return "";
-}
 
 int RunHost(const HostFlags& flags, std::ostream& out, std::ostream& err, bool color) {
   if (flags.cpuid) {

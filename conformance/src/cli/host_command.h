@@ -25,9 +25,6 @@ inline constexpr int kHostProbeFailed = 2;
 // The command's body, with its streams and colour chosen by the caller: tests drive it directly.
 int RunHost(const HostFlags& flags, std::ostream& out, std::ostream& err, bool color);
 
-// Where scripts/build-guest puts the vm backend's guest artifacts, and where smolbox looks.
-std::string GuestDir();
-
 // Registers the subcommand; its callback stores the command's exit code in exit_code.
 void AddHostCommand(CLI::App& app, int& exit_code);
 

@@ -13,6 +13,7 @@
 
 #include "battery/json_check.h"
 #include "battery/placeholders.h"
+#include "launch/smolbox_install.h"
 
 namespace smolvm_check {
 namespace {
@@ -398,14 +399,6 @@ Expected<Profile> ParseProfileWith(
 
 // ---------------------------------------------------------------------------
 // Loading
-
-std::string SmolboxBinary() {
-  if (const char* env = std::getenv("SMOLBOX"); env != nullptr && *env != '\0') return env;
-  std::error_code ec;
-  auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
-  if (ec) return "smolbox";
-  return (self.parent_path() / "smolbox").string();
-}
 
 bool IsExecutable(const std::string& path) { return access(path.c_str(), X_OK) == 0; }
 
