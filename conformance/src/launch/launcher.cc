@@ -22,6 +22,7 @@
 #include <thread>
 
 #include "launch/host_files.h"
+#include "program.h"
 #include "unique_fd.h"
 
 namespace smolvm_check {
@@ -414,14 +415,8 @@ Expected<std::string> ResolveProgram(const std::string& name, const std::vector<
   for (const auto& e : env) {
     if (e.starts_with("PATH=")) path = e.substr(5);
   }
-  for (const auto& dir : Words(path, ':')) {
-    std::string candidate = (dir.empty() ? "." : dir) + "/" + name;
-    struct stat st {};
-    if (stat(candidate.c_str(), &st) == 0 && S_ISREG(st.st_mode) &&
-        access(candidate.c_str(), X_OK) == 0) {
-      return candidate;
-    }
-  }
+  std::string found = smolbox::FindOnPath(path, name, smolbox::EmptyPathEntry::kCurrentDir);
+  if (!found.empty()) return found;
   return std::unexpected(
       Error::Field("argv[0]", fmt::format("'{}' is not on PATH {}", name, path)));
 }
