@@ -13,6 +13,7 @@
 #include "battery/json_check.h"
 #include "launch/profile_parse.h"
 #include "launch/smolbox_install.h"
+#include "program.h"
 
 namespace smolvm_check {
 namespace {
@@ -28,18 +29,13 @@ bool Contains(const std::vector<std::string>& list, const std::string& item) {
 
 bool IsExecutable(const std::string& path) { return access(path.c_str(), X_OK) == 0; }
 
+// On this process's PATH, read as execvp(3) reads it.
 bool FoundOnPath(const std::string& binary) {
   if (binary.find('/') != std::string::npos) return IsExecutable(binary);
   const char* path = std::getenv("PATH");
-  std::string dirs = path != nullptr ? path : "/usr/local/bin:/usr/bin:/bin";
-  size_t start = 0;
-  while (start <= dirs.size()) {
-    size_t end = std::min(dirs.find(':', start), dirs.size());
-    std::string dir = end > start ? dirs.substr(start, end - start) : ".";
-    if (IsExecutable(dir + "/" + binary)) return true;
-    start = end + 1;
-  }
-  return false;
+  return !smolbox::FindOnPath(path != nullptr ? path : "/usr/local/bin:/usr/bin:/bin", binary,
+                              smolbox::EmptyPathEntry::kCurrentDir)
+              .empty();
 }
 
 Expected<void> CheckBinary(const Profile& p, const std::string& sandbox) {
