@@ -25,11 +25,12 @@
 //                                             for the case's "user"; a case whose user has no
 //                                             entry is skipped (sandbox needs none)
 //
-// Placeholders: {argv...} {mounts...} {env...} {limits...} {stdin...} {user...} expand to several words,
-// each only as a whole word of "command"; {workdir}, {timeout_ms}, {timeout_s}, {cpu_ms},
-// {memory_mib}, {cpus} (decimal, e.g. 0.5), {vcpus} (whole CPUs, rounded up), {pids},
-// {storage_mib}, {output_bytes}, {files} and the variables ({backend}, {smolbox}) expand in
-// place anywhere; {source} {target} only in "mount", {key} {value} only in "env". A limit
+// Placeholders: {argv...} {mounts...} {env...} {limits...} {stdin...} {user...} {variant...}
+// expand to several words, each only as a whole word of "command" ({variant...}: the flags the
+// loader's smolbox variant adds, e.g. --no-snapshot for smolbox:vm-fresh; none otherwise);
+// {workdir}, {timeout_ms}, {timeout_s}, {cpu_ms}, {memory_mib}, {cpus} (decimal, e.g. 0.5),
+// {vcpus} (whole CPUs, rounded up), {pids}, {storage_mib}, {output_bytes}, {files} and the
+// variables ({backend}, {smolbox}) expand in place anywhere; {source} {target} only in "mount", {key} {value} only in "env". A limit
 // placeholder takes the case's value or the RunSpec default. Every limit must be mapped (in
 // "limits", "limit_args" or by a placeholder in "command") or listed in "unsupported".
 #pragma once
@@ -65,7 +66,8 @@ struct Profile {
   // "startup_allowance_ms": added to every case's wall-time bound, for a sandbox that boots a
   // kernel before the case's own time starts (smolbox:vm-tcg sets it). 0 by default.
   int64_t startup_allowance_ms = 0;
-  // smolbox:vm-fresh and smolbox:vm-tcg-fresh: every guest boots; no boot snapshot.
+  // smolbox:vm-fresh and smolbox:vm-tcg-fresh: every guest boots; no boot snapshot (their
+  // variant's --no-snapshot is in command).
   bool fresh_boot = false;
 };
 

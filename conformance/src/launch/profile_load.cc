@@ -18,9 +18,31 @@
 namespace smolvm_check {
 namespace {
 
-// smolbox:vm-tcg is the vm backend on QEMU's emulation, for hosts without KVM.
-// A "-fresh" vm variant boots every guest from scratch: no boot snapshot (--no-snapshot).
-const std::vector<std::string> kSmolboxBackends = {"ns", "auto", "vm", "vm-tcg", "vm-fresh", "vm-tcg-fresh"};
+// The variants of this project's runtime that a sandbox name can pick, as smolbox:NAME: the
+// backend and accelerator smolbox runs it with ({backend} and {accel} in profiles/smolbox.json),
+// and the flags the variant adds to `smolbox run` (at {variant...}). smolbox:vm-tcg is the vm
+// backend on QEMU's emulation, for hosts without KVM; a "-fresh" variant boots every guest from
+// scratch, without the boot snapshot.
+struct SmolboxVariant {
+  std::string name;
+  std::string backend;
+  std::string accel;
+  std::vector<std::string> flags;
+};
+
+// clang-format off
+const std::vector<SmolboxVariant> kSmolboxVariants = {
+    // name          backend  accel   flags
+    {"ns",           "ns",    "auto", {}},
+    {"auto",         "auto",  "auto", {}},
+    {"vm",           "vm",    "auto", {}},
+    {"vm-tcg",       "vm",    "tcg",  {}},
+    {"vm-fresh",     "vm",    "auto", {"--no-snapshot"}},
+    {"vm-tcg-fresh", "vm",    "tcg",  {"--no-snapshot"}},
+};
+// clang-format on
+
+// An emulated guest boots in 2-4 s, before the case's own time starts.
 constexpr int64_t kTcgBootAllowanceMs = 6000;
 
 bool Contains(const std::vector<std::string>& list, const std::string& item) {
@@ -48,7 +70,7 @@ Expected<void> CheckBinary(const Profile& p, const std::string& sandbox) {
 }
 
 Expected<Profile> LoadProfileFile(const std::string& path, const std::string& sandbox,
-                                  const std::map<std::string, std::string>& overrides) {
+                                  const ProfileSettings& settings) {
   const std::string where = fmt::format("sandbox {}", sandbox);
   auto text = ReadTextFile(path, kMaxProfileBytes);
   if (!text && text.error().errnum == ENOENT) {
@@ -56,7 +78,7 @@ Expected<Profile> LoadProfileFile(const std::string& path, const std::string& sa
         Error::Field(where, fmt::format("no such profile ({} does not exist)", path)));
   }
   if (!text) return std::unexpected(Within(where, text.error()));
-  return ParseProfileWith(*text, path, overrides,
+  return ParseProfileWith(*text, path, settings,
                           [&](const Profile& p) { return CheckBinary(p, sandbox); });
 }
 
@@ -66,41 +88,46 @@ bool IsProfileName(const std::string& name) {
   });
 }
 
+// "ns, auto, vm, vm-tcg, vm-fresh or vm-tcg-fresh"
+std::string VariantNames() {
+  std::string names;
+  for (size_t i = 0; i < kSmolboxVariants.size(); ++i) {
+    if (i > 0) names += i + 1 == kSmolboxVariants.size() ? " or " : ", ";
+    names += kSmolboxVariants[i].name;
+  }
+  return names;
+}
+
+Expected<Profile> LoadSmolbox(const std::string& sandbox, const std::string& dir) {
+  const std::string name = sandbox.substr(std::string_view("smolbox:").size());
+  auto variant = std::find_if(kSmolboxVariants.begin(), kSmolboxVariants.end(),
+                              [&](const SmolboxVariant& v) { return v.name == name; });
+  if (variant == kSmolboxVariants.end()) {
+    return std::unexpected(
+        Error::Field(fmt::format("sandbox {}", sandbox),
+                     fmt::format("unknown smolbox backend {:?} ({})", name, VariantNames())));
+  }
+  ProfileSettings settings{
+      {{"backend", variant->backend}, {"accel", variant->accel}, {"smolbox", SmolboxBinary()}},
+      variant->flags};
+  SMOLBOX_ASSIGN_OR_RETURN(Profile profile, LoadProfileFile(dir + "/smolbox.json", sandbox, settings));
+  profile.name = sandbox;
+  profile.fresh_boot = Contains(variant->flags, "--no-snapshot");
+  if (variant->accel == "tcg") profile.startup_allowance_ms = kTcgBootAllowanceMs;
+  return profile;
+}
+
 }  // namespace
 
 Expected<Profile> LoadProfile(const std::string& sandbox, const std::string& profiles_dir) {
   const std::string dir = profiles_dir.empty() ? "." : profiles_dir;
-  Expected<Profile> profile;
-  if (sandbox.starts_with("smolbox:")) {
-    std::string backend = sandbox.substr(8);
-    if (!Contains(kSmolboxBackends, backend)) {
-      return std::unexpected(
-          Error::Field(fmt::format("sandbox {}", sandbox),
-                       fmt::format("unknown smolbox backend {:?} (ns, auto, vm, vm-tcg, vm-fresh or vm-tcg-fresh)", backend)));
-    }
-    bool fresh = backend.ends_with("-fresh");
-    if (fresh) backend.resize(backend.size() - std::string_view("-fresh").size());
-    bool tcg = backend == "vm-tcg";
-    profile = LoadProfileFile(dir + "/smolbox.json", sandbox,
-                              {{"backend", tcg ? "vm" : backend}, {"accel", tcg ? "tcg" : "auto"},
-                               {"smolbox", SmolboxBinary()}});
-    if (profile && fresh) {
-      auto run = std::find(profile->command.begin(), profile->command.end(), "run");
-      if (run != profile->command.end()) profile->command.insert(run + 1, "--no-snapshot");
-      profile->fresh_boot = true;
-    }
-  } else if (sandbox.find('/') != std::string::npos) {
-    profile = LoadProfileFile(sandbox, sandbox, {});
-  } else if (IsProfileName(sandbox)) {
-    profile = LoadProfileFile(fmt::format("{}/{}.json", dir, sandbox), sandbox, {});
-  } else {
-    return std::unexpected(
-        Error::Field(fmt::format("sandbox {:?}", sandbox), "is neither a profile name nor a path"));
+  if (sandbox.starts_with("smolbox:")) return LoadSmolbox(sandbox, dir);
+  if (sandbox.find('/') != std::string::npos) return LoadProfileFile(sandbox, sandbox, {});
+  if (IsProfileName(sandbox)) {
+    return LoadProfileFile(fmt::format("{}/{}.json", dir, sandbox), sandbox, {});
   }
-  if (profile && sandbox.starts_with("smolbox:")) profile->name = sandbox;
-  // An emulated guest boots in 2-4 s, before the case's own time starts.
-  if (profile && sandbox.starts_with("smolbox:vm-tcg")) profile->startup_allowance_ms = kTcgBootAllowanceMs;
-  return profile;
+  return std::unexpected(
+      Error::Field(fmt::format("sandbox {:?}", sandbox), "is neither a profile name nor a path"));
 }
 
 }  // namespace smolvm_check

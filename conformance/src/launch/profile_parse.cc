@@ -335,9 +335,20 @@ std::string ProfileLabel(const json& doc, const std::string& origin) {
   return origin;
 }
 
-// The fields as written, with the variables settled; no check across fields yet.
-Expected<void> ReadProfile(const json& doc, const std::map<std::string, std::string>& overrides,
-                           Profile& p) {
+// {variant...} names no case either: the loader's words for it take its place in the command.
+Expected<void> SettleVariant(Profile& p, const std::vector<std::string>& words) {
+  auto at = std::find(p.command.begin(), p.command.end(), "{variant...}");
+  if (at == p.command.end()) return {};
+  if (std::find(at + 1, p.command.end(), "{variant...}") != p.command.end()) {
+    return Fail("command", "uses {variant...} more than once");
+  }
+  at = p.command.erase(at);
+  p.command.insert(at, words.begin(), words.end());
+  return {};
+}
+
+// The fields as written, with the variables and the variant settled; no check across fields yet.
+Expected<void> ReadProfile(const json& doc, const ProfileSettings& settings, Profile& p) {
   if (auto ok = CheckKeys(doc, "",
                           {"name", "description", "binary", "install", "version_command", "command",
                            "mount", "env", "stdin", "limits", "limit_args", "unsupported", "paths",
@@ -354,7 +365,8 @@ Expected<void> ReadProfile(const json& doc, const std::map<std::string, std::str
   if (name->empty()) return Fail("name", "must not be empty");
   p.name = *name;
   SMOLBOX_TRY(ParseFields(doc, p));
-  for (const auto& [key, value] : overrides) p.variables[key] = value;
+  for (const auto& [key, value] : settings.variables) p.variables[key] = value;
+  SMOLBOX_TRY(SettleVariant(p, settings.variant_words));
   return ResolveVariables(p);
 }
 
@@ -369,14 +381,13 @@ Expected<void> ValidateProfile(Profile& p) {
 }  // namespace
 
 Expected<Profile> ParseProfileWith(
-    const std::string& json_text, const std::string& origin,
-    const std::map<std::string, std::string>& overrides,
+    const std::string& json_text, const std::string& origin, const ProfileSettings& settings,
     const std::function<Expected<void>(const Profile&)>& between_steps) {
   auto doc = ParseJsonText(json_text, {.max_bytes = kMaxProfileBytes});
   if (!doc) return std::unexpected(Within("profile " + origin, doc.error()));
   Profile profile;
   const std::string label = "profile " + ProfileLabel(*doc, origin);
-  if (auto ok = ReadProfile(*doc, overrides, profile); !ok) {
+  if (auto ok = ReadProfile(*doc, settings, profile); !ok) {
     return std::unexpected(Within(label, ok.error()));
   }
   if (between_steps) {

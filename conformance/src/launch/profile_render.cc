@@ -182,8 +182,8 @@ Expected<std::vector<std::string>> MultiWord(const std::string& name, const Prof
     auto words = profile.user_args.find(c.user);
     return words == profile.user_args.end() ? std::vector<std::string>{} : Expand(words->second, values);
   }
-  if (c.stdin_data) return Expand(profile.stdin_args, values);
-  return std::vector<std::string>{};
+  if (name == "stdin..." && c.stdin_data) return Expand(profile.stdin_args, values);
+  return std::vector<std::string>{};  // no stdin; {variant...} was settled by the parser
 }
 
 Expected<std::vector<std::string>> WrapperWords(const Profile& profile, const Case& c,
