@@ -3,12 +3,14 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
 
 #include "launch/smolbox_install.h"
+#include "remote/remote_command.h"
 #include "smolbox/host.h"
 
 namespace smolvm_check {
@@ -19,7 +21,36 @@ std::string Env(const char* name) {
   return value ? value : "";
 }
 
+// After the host's own steps. A backend is matched by its sandbox name, which run --sandbox takes.
+void AddBatterySteps(smolbox::host::HostReport& report) {
+  auto& steps = report.next_steps;
+  if (report.hardware_isolation_usable) {
+    steps.push_back("KVM is ready: smolvm-check run --sandbox smolbox:vm");
+    return;
+  }
+  steps.push_back(
+      fmt::format("Run the battery on a GitHub Actions runner with KVM: {}", kRemoteFallback));
+  const auto& backends = report.backends;
+  if (std::any_of(backends.begin(), backends.end(), [](const auto& b) { return b.usable(); })) {
+    steps.push_back("Meanwhile the ns backend runs here: smolvm-check run --sandbox smolbox:ns");
+  }
+  if (std::any_of(backends.begin(), backends.end(),
+                  [](const auto& b) { return b.sandbox == "smolbox:vm-tcg" && b.usable(); })) {
+    steps.push_back(
+        "The vm backend also runs here under emulation, slowly: smolvm-check run --sandbox "
+        "smolbox:vm-tcg");
+  }
+}
+
 }  // namespace
+
+smolbox::Expected<smolbox::host::HostReport> ProbeHost(
+    const smolbox::host::ProbeOptions& options, std::vector<smolbox::host::ProbedPath>* probed) {
+  std::vector<smolbox::host::ProbedPath> unused;
+  auto report = smolbox::host::ProbeHost(options, probed != nullptr ? *probed : unused);
+  if (report) AddBatterySteps(*report);
+  return report;
+}
 
 int RunHost(const HostFlags& flags, std::ostream& out, std::ostream& err, bool color) {
   if (flags.cpuid) {
@@ -28,7 +59,7 @@ int RunHost(const HostFlags& flags, std::ostream& out, std::ostream& err, bool c
   }
   smolbox::host::ProbeOptions options{flags.root, Env("PATH"), GuestDir()};
   std::vector<smolbox::host::ProbedPath> probed;
-  auto report = smolbox::host::ProbeHost(options, probed);
+  auto report = ProbeHost(options, &probed);
   if (!report) {
     err << fmt::format("smolvm-check host: --root {}\n", report.error().ToString());
     return kHostProbeFailed;

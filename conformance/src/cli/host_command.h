@@ -7,6 +7,9 @@
 #include <CLI/CLI.hpp>
 #include <ostream>
 #include <string>
+#include <vector>
+
+#include "smolbox/host.h"
 
 namespace smolvm_check {
 
@@ -21,6 +24,13 @@ struct HostFlags {
 inline constexpr int kHostUsable = 0;
 inline constexpr int kHostNotUsable = 1;
 inline constexpr int kHostProbeFailed = 2;
+
+// smolbox::host::ProbeHost, and then the battery's next steps after the host's own: on the vm
+// backend where hardware isolation is usable; where it is not, on a GitHub Actions runner with
+// KVM (kRemoteFallback), and meanwhile on the backends that run here.
+smolbox::Expected<smolbox::host::HostReport> ProbeHost(
+    const smolbox::host::ProbeOptions& options,
+    std::vector<smolbox::host::ProbedPath>* probed = nullptr);
 
 // The command's body, with its streams and colour chosen by the caller: tests drive it directly.
 int RunHost(const HostFlags& flags, std::ostream& out, std::ostream& err, bool color);
