@@ -205,6 +205,23 @@ Launch MakeLaunch(const Case& c, const Profile& profile, std::vector<std::string
   return launch;
 }
 
+// What the launch left behind once it has settled: processes carrying the marker, the
+// sandbox's own state, and whatever else the net still holds.
+std::vector<std::string> Leftovers(const Profile& profile, const std::string& marker,
+                                   const CaseDir& dir, const SafetyNet& net) {
+  std::vector<std::string> leftovers = FindLeftovers(marker, dir.root());
+  auto stale = StaleSandboxState(profile);
+  leftovers.insert(leftovers.end(), stale.begin(), stale.end());
+  // The net's cgroup also holds daemons that rewrote their command line.
+  for (pid_t pid : net.Remaining()) {
+    std::string entry = fmt::format("process {} ", pid);
+    bool listed = std::any_of(leftovers.begin(), leftovers.end(),
+                              [&](const std::string& l) { return l.starts_with(entry); });
+    if (!listed) leftovers.push_back(fmt::format("process {} ({})", pid, ProcCmdline(std::to_string(pid)).substr(0, 80)));
+  }
+  return leftovers;
+}
+
 Evidence Observe(const Case& c, const Profile& profile, const std::string& payload_dir, const CaseDir& dir,
                  CaseReport& report) {
   Evidence e;
@@ -238,16 +255,7 @@ Evidence Observe(const Case& c, const Profile& profile, const std::string& paylo
   Observation o = net->Launch(MakeLaunch(c, profile, *argv, dir, **canaries));
   ReadResult(profile, o, e);
   std::this_thread::sleep_for(std::chrono::milliseconds(kSettleMs));
-  e.leftovers = FindLeftovers(placement.marker, dir.root());
-  auto stale = StaleSandboxState(profile);
-  e.leftovers.insert(e.leftovers.end(), stale.begin(), stale.end());
-  // The net's cgroup also holds daemons that rewrote their command line.
-  for (pid_t pid : net->Remaining()) {
-    std::string entry = fmt::format("process {} ", pid);
-    bool listed = std::any_of(e.leftovers.begin(), e.leftovers.end(),
-                              [&](const std::string& l) { return l.starts_with(entry); });
-    if (!listed) e.leftovers.push_back(fmt::format("process {} ({})", pid, ProcCmdline(std::to_string(pid)).substr(0, 80)));
-  }
+  e.leftovers = Leftovers(profile, placement.marker, dir, *net);
   for (const auto& m : c.mounts) {
     if (m.read_only) continue;
     auto outputs = ReadOutputs(dir.MountDir(m.name), m.name);

@@ -114,15 +114,14 @@ void Summarize(BenchReport& report) {
   }
 }
 
-BenchReport RunBench(const BenchPlan& plan, const std::vector<Profile>& profiles,
-                     const std::string& payload_dir, const std::string& work_root,
-                     const std::function<void(const std::string&)>& on_sample) {
-  BenchReport report;
-  report.runs = plan.runs;
-  report.baseline = plan.sandboxes.empty() ? "" : plan.sandboxes.front();
-  // (workload, sandbox) -> its row; a warm workload has rows only where there is a warm path.
+namespace {
+
+// (workload, sandbox) -> its row in report.rows, or -1: a warm workload has rows only where
+// there is a warm path. any_warm says whether any row is warm.
+std::vector<std::vector<int>> PlanRows(const BenchPlan& plan, const std::vector<Profile>& profiles,
+                                       BenchReport& report, bool& any_warm) {
   std::vector<std::vector<int>> row_of(plan.workloads.size(), std::vector<int>(plan.sandboxes.size(), -1));
-  bool any_warm = false;
+  any_warm = false;
   for (size_t w = 0; w < plan.workloads.size(); ++w) {
     for (size_t s = 0; s < plan.sandboxes.size(); ++s) {
       if (plan.workloads[w].warm && !HasWarmPath(profiles[s])) continue;
@@ -131,35 +130,65 @@ BenchReport RunBench(const BenchPlan& plan, const std::vector<Profile>& profiles
       report.rows.push_back(BenchRow{plan.sandboxes[s], plan.workloads[w].name, {}, {}, 0, 0, 0, 0});
     }
   }
-  // One persistent sandbox per sandbox with a warm path, for all its warm samples.
-  std::vector<std::unique_ptr<WarmSandbox>> warm(plan.sandboxes.size());
-  std::vector<std::string> warm_error(plan.sandboxes.size());
+  return row_of;
+}
+
+// One persistent sandbox per sandbox with a warm path, for all its warm samples, or why not.
+struct WarmSandboxes {
+  std::vector<std::unique_ptr<WarmSandbox>> sandbox;
+  std::vector<std::string> error;
+};
+
+WarmSandboxes PrepareWarm(const BenchPlan& plan, const std::vector<Profile>& profiles,
+                          const std::string& payload_dir, bool any_warm) {
+  WarmSandboxes warm{std::vector<std::unique_ptr<WarmSandbox>>(plan.sandboxes.size()),
+                     std::vector<std::string>(plan.sandboxes.size())};
   for (size_t s = 0; any_warm && s < plan.sandboxes.size(); ++s) {
     if (!HasWarmPath(profiles[s])) continue;
     auto prepared = WarmSandbox::Prepare(profiles[s], payload_dir);
-    if (prepared) warm[s] = std::move(*prepared);
-    else warm_error[s] = prepared.error().ToString();
+    if (prepared) warm.sandbox[s] = std::move(*prepared);
+    else warm.error[s] = prepared.error().ToString();
   }
+  return warm;
+}
+
+// One sample, in ms: a warm exec into the row's persistent sandbox, or a whole cold run of the
+// case. failure is left empty when the sample passed.
+int64_t TakeSample(const Workload& workload, const Profile& profile, size_t s,
+                   const WarmSandboxes& warm, const std::string& payload_dir,
+                   const RunOptions& options, std::string& failure) {
+  if (workload.warm) {
+    auto sample = warm.sandbox[s] ? warm.sandbox[s]->Sample(profile, workload.c)
+                                  : std::unexpected(Error{"warm sandbox", warm.error[s], 0});
+    if (sample) return *sample;
+    failure = sample.error().ToString();
+    return 0;
+  }
+  CaseReport r = RunCase(profile, workload.c, payload_dir, options);
+  if (r.verdict != Verdict::kPass) failure = fmt::format("{} {}", ToString(r.verdict), r.reason);
+  return r.wall_ms;
+}
+
+}  // namespace
+
+BenchReport RunBench(const BenchPlan& plan, const std::vector<Profile>& profiles,
+                     const std::string& payload_dir, const std::string& work_root,
+                     const std::function<void(const std::string&)>& on_sample) {
+  BenchReport report;
+  report.runs = plan.runs;
+  report.baseline = plan.sandboxes.empty() ? "" : plan.sandboxes.front();
+  bool any_warm = false;
+  std::vector<std::vector<int>> row_of = PlanRows(plan, profiles, report, any_warm);
+  WarmSandboxes warm = PrepareWarm(plan, profiles, payload_dir, any_warm);
   RunOptions options{1, work_root};
   for (int run = 1; run <= plan.runs; ++run) {
     for (size_t w = 0; w < plan.workloads.size(); ++w) {
-      const Workload& workload = plan.workloads[w];
       for (size_t s = 0; s < plan.sandboxes.size(); ++s) {
         // Stopped early, the samples so far still make a report, and the warm sandboxes go.
         if (row_of[w][s] < 0 || Interrupted()) continue;
         BenchRow& into = report.rows[static_cast<size_t>(row_of[w][s])];
-        int64_t ms = 0;
         std::string failure;
-        if (workload.warm) {
-          auto sample = warm[s] ? warm[s]->Sample(profiles[s], workload.c)
-                                : std::unexpected(Error{"warm sandbox", warm_error[s], 0});
-          if (sample) ms = *sample;
-          else failure = sample.error().ToString();
-        } else {
-          CaseReport r = RunCase(profiles[s], workload.c, payload_dir, options);
-          ms = r.wall_ms;
-          if (r.verdict != Verdict::kPass) failure = fmt::format("{} {}", ToString(r.verdict), r.reason);
-        }
+        int64_t ms = TakeSample(plan.workloads[w], profiles[s], s, warm, payload_dir, options, failure);
         if (failure.empty()) into.samples_ms.push_back(ms);
         else into.failures.push_back(fmt::format("run {}: {}", run, failure));
         if (on_sample) {
