@@ -28,7 +28,7 @@ using nlohmann::json;
 using Words = std::vector<std::string>;
 
 const std::string kProfiles = std::string(SMOLVM_CHECK_SOURCE_DIR) + "/conformance/profiles";
-// As profile.cc's bound on a profile file.
+// As profile_parse.h's bound on a profile file.
 constexpr size_t kMaxTestProfileBytes = 1 << 20;
 
 class TempDir {
