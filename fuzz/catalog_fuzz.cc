@@ -1,6 +1,6 @@
 // The battery's catalog, as if it were adversarial/catalog.json: payloads resolve against the
 // real adversarial/ directory, so a seed from the catalog itself loads whole.
-#include "catalog.h"
+#include "battery/catalog.h"
 #include "fuzz_input.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

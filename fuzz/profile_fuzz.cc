@@ -1,7 +1,7 @@
 // A sandbox profile (conformance/profiles/*.json or a path given to --sandbox), parsed and then
 // rendered for one case that uses every placeholder: its mounts, env, limits, args and stdin.
 #include "fuzz_input.h"
-#include "profile.h"
+#include "launch/profile.h"
 
 namespace {
 

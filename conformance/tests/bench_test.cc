@@ -1,6 +1,6 @@
 // smolvm-check bench: its statistics and reports, and real runs on the bare interpreter and
 // smolbox's namespace sandbox.
-#include "bench.h"
+#include "bench/bench.h"
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
@@ -14,7 +14,7 @@
 #include <thread>
 
 #include "check_runner.h"
-#include "subprocess.h"
+#include "launch/subprocess.h"
 
 namespace smolvm_check {
 namespace {

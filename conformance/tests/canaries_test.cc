@@ -1,4 +1,4 @@
-#include "canaries.h"
+#include "battery/canaries.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -22,7 +22,7 @@
 #include <optional>
 #include <thread>
 
-#include "test_host.h"
+#include "battery/test_host.h"
 
 namespace smolvm_check {
 namespace {

@@ -1,5 +1,5 @@
 // CaseDir: where a case's mounts live on the host, and the tokens some of their names carry.
-#include "case_dir.h"
+#include "battery/case_dir.h"
 
 #include <gtest/gtest.h>
 #include <stdlib.h>

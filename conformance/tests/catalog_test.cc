@@ -1,6 +1,6 @@
 // LoadCatalog: a good catalog loads with its defaults; every bad entry is an error naming the
 // case and the field.
-#include "catalog.h"
+#include "battery/catalog.h"
 
 #include <gtest/gtest.h>
 #include <stdlib.h>

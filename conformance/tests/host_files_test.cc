@@ -1,4 +1,4 @@
-#include "host_files.h"
+#include "launch/host_files.h"
 
 #include <sys/stat.h>
 #include <unistd.h>

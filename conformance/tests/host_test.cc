@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "host_command.h"
+#include "cli/host_command.h"
 
 namespace smolvm_check {
 namespace {
@@ -32,7 +32,7 @@ const std::string kBinary = std::string(SMOLBOX_BIN_DIR) + "/smolvm-check";
 // No QEMU and no guest artifacts, whatever this machine has: verdicts must not depend on it.
 HostReport Probe(const std::string& root, const std::string& path = "",
                  const std::string& guest = "") {
-  auto report = smolbox::host::ProbeHost({root, path, guest});
+  auto report = ProbeHost({root, path, guest});
   EXPECT_TRUE(report.has_value()) << report.error().ToString();
   return report.value_or(HostReport{});
 }

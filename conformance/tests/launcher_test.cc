@@ -1,4 +1,4 @@
-#include "launcher.h"
+#include "launch/launcher.h"
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
@@ -12,7 +12,7 @@
 #include <thread>
 #include <vector>
 
-#include "canaries.h"
+#include "battery/canaries.h"
 
 namespace smolvm_check {
 namespace {

@@ -6,7 +6,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "subprocess.h"
+#include "launch/subprocess.h"
 
 namespace smolvm_check {
 namespace {

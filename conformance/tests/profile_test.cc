@@ -1,6 +1,6 @@
 // Profiles: every shipped profile loads, bad profiles are errors naming the profile and field,
 // and a case renders to the exact command line each sandbox is given.
-#include "profile.h"
+#include "launch/profile.h"
 
 #include <fcntl.h>
 #include <fmt/format.h>
@@ -19,7 +19,7 @@
 #include <sstream>
 #include <string>
 
-#include "json_check.h"
+#include "battery/json_check.h"
 
 namespace smolvm_check {
 namespace {
@@ -28,7 +28,7 @@ using nlohmann::json;
 using Words = std::vector<std::string>;
 
 const std::string kProfiles = std::string(SMOLVM_CHECK_SOURCE_DIR) + "/conformance/profiles";
-// As profile.cc's bound on a profile file.
+// As profile_parse.h's bound on a profile file.
 constexpr size_t kMaxTestProfileBytes = 1 << 20;
 
 class TempDir {

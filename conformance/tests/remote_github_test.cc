@@ -19,8 +19,8 @@
 #include <sstream>
 #include <thread>
 
-#include "remote_command.h"
-#include "subprocess.h"
+#include "launch/subprocess.h"
+#include "remote/remote_command.h"
 
 namespace smolvm_check {
 namespace {

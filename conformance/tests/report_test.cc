@@ -1,6 +1,6 @@
 // Reports: report.json counts, junit.xml structure and escaping, report.md tables, the terminal
 // table, and the files written.
-#include "report.h"
+#include "battery/report.h"
 
 #include <gtest/gtest.h>
 #include <stdlib.h>

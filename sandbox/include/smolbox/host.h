@@ -42,7 +42,7 @@ struct BackendVerdict {
   bool host_ready = false;
   bool in_this_build = false;
   std::string reason;  // why it can or cannot run here
-  std::string sandbox;  // what `smolvm-check run --sandbox` takes for it, e.g. "smolbox:vm"
+  std::string sandbox;  // the backend as "smolbox:<backend>", e.g. "smolbox:vm-tcg" for vm (tcg)
   bool usable() const { return host_ready && in_this_build; }
 };
 
@@ -52,6 +52,8 @@ struct HostReport {
   std::vector<BackendVerdict> backends;
   bool hardware_isolation_usable = false;
   std::string verdict;
+  // What this host still needs for a backend: what to install, build or allow. How to put the
+  // host to use (a verifier's battery, say) is for the caller to add.
   std::vector<std::string> next_steps;
 };
 
@@ -91,8 +93,5 @@ nlohmann::json ToJson(const HostReport& report);
 std::string Render(const HostReport& report, bool color);
 // 0: hardware isolation is usable; 1: it is not.
 int ExitCode(const HostReport& report);
-
-// The command that runs the battery on a GitHub Actions runner with KVM.
-inline constexpr const char* kRemoteFallback = "smolvm-check remote github --repo OWNER/NAME";
 
 }  // namespace smolbox::host

@@ -8,23 +8,30 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
-#include <sstream>
 
 extern char** environ;
 
 namespace smolbox {
+namespace {
 
-std::string FindOnPath(const std::string& path, const std::string& program) {
-  std::istringstream dirs(path);
-  for (std::string dir; std::getline(dirs, dir, ':');) {
-    if (dir.empty()) continue;
-    std::string candidate = dir + "/" + program;
-    struct stat st {};
-    if (stat(candidate.c_str(), &st) == 0 && S_ISREG(st.st_mode) &&
-        access(candidate.c_str(), X_OK) == 0) {
-      return candidate;
-    }
+bool IsExecutableFile(const std::string& path) {
+  struct stat st {};
+  return stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && access(path.c_str(), X_OK) == 0;
+}
+
+}  // namespace
+
+std::string FindOnPath(const std::string& path, const std::string& program,
+                       EmptyPathEntry empty) {
+  for (size_t start = 0; start <= path.size();) {
+    size_t end = std::min(path.find(':', start), path.size());
+    std::string dir = path.substr(start, end - start);
+    start = end + 1;
+    if (dir.empty() && empty == EmptyPathEntry::kSkip) continue;
+    std::string candidate = (dir.empty() ? "." : dir) + "/" + program;
+    if (IsExecutableFile(candidate)) return candidate;
   }
   return "";
 }

@@ -9,8 +9,14 @@
 
 namespace smolbox {
 
+// How an empty entry of a PATH (leading, trailing or "::") reads. The runtime's own helpers
+// (QEMU) are never taken from the current directory; a command that a user gave is found where
+// execvp(3) would find it, and execvp reads an empty entry as the current directory.
+enum class EmptyPathEntry { kSkip, kCurrentDir };
+
 // The first executable regular file named program in the colon-separated dirs; "" if none.
-std::string FindOnPath(const std::string& path, const std::string& program);
+std::string FindOnPath(const std::string& path, const std::string& program,
+                       EmptyPathEntry empty = EmptyPathEntry::kSkip);
 
 // Its stdout and stderr together, stdin from /dev/null; killed after timeout_ms, so that a
 // program that hangs cannot hang the caller. "" when it cannot be started.

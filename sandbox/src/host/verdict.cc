@@ -5,11 +5,6 @@
 #include "probe.h"
 
 namespace smolbox::host {
-namespace {
-
-constexpr const char* kEmulatedBattery = "smolvm-check run --sandbox smolbox:vm-tcg";
-
-}  // namespace
 
 // The one rule for whether the vm backend may use KVM: the report judges the host by it, and the
 // runtime decides by it before each run (KvmUnusableReason, from a live probe of the same facts).
@@ -88,6 +83,7 @@ BackendVerdict NsBackend(const HostView& view, const Findings& f, bool rootless)
   return {rootless ? "ns rootless" : "ns", isolation, missing.empty(), true, reason, "smolbox:ns"};
 }
 
+// What this host still needs; how to put it to use is the caller's to add (host.h).
 std::vector<std::string> NextSteps(const std::string& why_no_kvm, const Findings& f,
                                    const HostReport& r) {
   std::vector<std::string> steps;
@@ -100,10 +96,7 @@ std::vector<std::string> NextSteps(const std::string& why_no_kvm, const Findings
   }
   if (!f.qemu) steps.push_back("Install QEMU for the vm backend: apt-get install qemu-system-x86");
   if (!f.guest_artifacts) steps.push_back("Build the vm backend's guest: scripts/build-guest");
-  if (why_no_kvm.empty()) {
-    steps.push_back("KVM is ready: smolvm-check run --sandbox smolbox:vm");
-    return steps;
-  }
+  if (why_no_kvm.empty()) return steps;
   if (f.kvm_is_device && !f.kvm_open_to_qemu && !f.cpu_virt_flag.empty()) {
     steps.push_back(
         "Open /dev/kvm to this user: the udev rule KERNEL==\"kvm\", GROUP=\"kvm\", "
@@ -111,13 +104,6 @@ std::vector<std::string> NextSteps(const std::string& why_no_kvm, const Findings
         "--reload-rules && udevadm trigger --name-match=kvm), or sudo usermod -aG kvm "
         "$USER and log in again");
   }
-  steps.push_back(
-      fmt::format("Run the battery on a GitHub Actions runner with KVM: {}", kRemoteFallback));
-  if (ns)
-    steps.push_back("Meanwhile the ns backend runs here: smolvm-check run --sandbox smolbox:ns");
-  bool tcg = std::any_of(r.backends.begin(), r.backends.end(),
-                         [](const auto& b) { return b.name == "vm (tcg)" && b.usable(); });
-  if (tcg) steps.push_back(fmt::format("The vm backend also runs here under emulation, slowly: {}", kEmulatedBattery));
   return steps;
 }
 

@@ -1,0 +1,334 @@
+#include "battery/runner.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <random>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "battery/canaries.h"
+#include "battery/case_dir.h"
+#include "json_bounds.h"
+#include "launch/host_files.h"
+#include "launch/launcher.h"
+
+namespace smolvm_check {
+namespace {
+
+namespace fs = std::filesystem;
+
+// How long a case may run before the safety net kills it, past what the case allows itself.
+constexpr int64_t kNetSlackMs = 4000;
+// Daemons get this long after the run to show themselves to the leftovers oracle.
+constexpr int64_t kSettleMs = 300;
+// The most of a stream kept from a sandbox; so also the most of its stdout read as its result.
+constexpr int64_t kMaxCaptureBytes = 64 << 20;
+
+std::string RandomMarker() {
+  std::random_device rd;
+  return fmt::format("smolvm-check-marker-{:08x}{:08x}", rd(), rd());
+}
+
+// The case as judged under this profile: its wall-time bound covers the profile's startup.
+Case WithStartupAllowance(const Case& c, const Profile& profile) {
+  Case judged = c;
+  if (judged.expect.max_wall_ms > 0) judged.expect.max_wall_ms += profile.startup_allowance_ms;
+  return judged;
+}
+
+int64_t NetBoundMs(const Case& c) {
+  int64_t allowed = std::max(c.expect.max_wall_ms, c.Limit("timeout_ms"));
+  return allowed * 2 + kNetSlackMs;
+}
+
+// A hint a case needs but this host cannot give (the test host needs root).
+std::optional<std::string> MissingHint(const Case& c, const std::map<std::string, std::string>& hints) {
+  static const std::vector<std::string> kHints = {"testhost_ip", "testhost_port"};
+  for (const auto& arg : c.args) {
+    for (const auto& name : kHints) {
+      if (arg.find("{" + name + "}") != std::string::npos && !hints.contains(name)) {
+        return fmt::format("needs {{{}}}, which needs root to set up", name);
+      }
+    }
+  }
+  return std::nullopt;
+}
+
+std::string ProcCmdline(const std::string& pid) {
+  std::string text = ReadUpTo("/proc/" + pid + "/cmdline", 64 * 1024);
+  std::replace(text.begin(), text.end(), '\0', ' ');
+  return text;
+}
+
+// Processes still carrying the case's marker, and mounts naming its directory.
+std::vector<std::string> FindLeftovers(const std::string& marker, const std::string& case_root) {
+  std::vector<std::string> found;
+  std::string self = std::to_string(getpid());
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator("/proc", ec)) {
+    std::string pid = entry.path().filename();
+    if (pid.find_first_not_of("0123456789") != std::string::npos || pid == self) continue;
+    std::string cmdline = ProcCmdline(pid);
+    if (cmdline.find(marker) != std::string::npos) {
+      found.push_back(fmt::format("process {} ({})", pid, cmdline.substr(0, 80)));
+    }
+  }
+  std::ifstream mountinfo("/proc/self/mountinfo");
+  for (std::string line; std::getline(mountinfo, line);) {
+    if (line.find(case_root) != std::string::npos || line.find(marker) != std::string::npos) {
+      found.push_back("mount " + line.substr(0, 120));
+    }
+  }
+  return found;
+}
+
+// smolbox's per-run state whose runtime is gone: a temp directory the run left behind. Other
+// cases' runs, still live under -j, have a live owner.
+std::vector<std::string> StaleSandboxState(const Profile& profile) {
+  std::vector<std::string> stale;
+  if (!profile.smolbox_json) return stale;
+  std::error_code ec;
+  for (const auto& run : fs::directory_iterator("/run/smolbox/runs", ec)) {
+    std::ifstream owner(run.path() / "owner");
+    int pid = 0;
+    if (owner >> pid && pid > 0 && fs::exists(fmt::format("/proc/{}", pid))) continue;
+    if (!owner && fs::last_write_time(run.path(), ec) > fs::file_time_type::clock::now() - std::chrono::minutes(1)) {
+      continue;  // being created right now
+    }
+    stale.push_back("temp dir " + run.path().string());
+  }
+  return stale;
+}
+
+std::string StatusFromExit(const Observation& o) {
+  if (o.killed_by_net) return "killed_by_safety_net";
+  if (o.signal != 0) return "signaled";
+  if (o.exit_code == 124) return "timeout";
+  if (o.exit_code > 128) return "signaled";
+  return "exited";
+}
+
+// The sandbox's own account of the run, where it gives one (smolbox --json); otherwise what
+// the exit code says.
+void ReadResult(const Profile& profile, const Observation& o, Evidence& e) {
+  e.wall_ms = o.wall_ms;
+  if (!o.error.empty()) {
+    e.setup_error = "launch: " + o.error;
+    return;
+  }
+  if (!profile.smolbox_json || o.killed_by_net) {
+    e.status = StatusFromExit(o);
+    e.stdout_data = o.stdout_data;
+    e.stderr_data = o.stderr_data;
+    return;
+  }
+  // What a sandbox prints is hostile input: a compromised one may print anything.
+  auto parsed = smolbox::ParseBoundedJson(o.stdout_data, {.max_bytes = kMaxCaptureBytes}, "sandbox result");
+  if (!parsed || !parsed->is_object()) {
+    e.status = "internal_error";
+    e.stdout_data = o.stdout_data;
+    e.stderr_data = o.stderr_data;
+    return;
+  }
+  const nlohmann::json& result = *parsed;
+  e.status = smolbox::StringOr(result, "status", "internal_error");
+  e.stdout_data = smolbox::StringOr(result, "stdout", "");
+  e.stderr_data = smolbox::StringOr(result, "stderr", "") + o.stderr_data;
+  if (e.status == "setup_error") e.setup_error = "the sandbox could not start: " + smolbox::StringOr(result, "error", "");
+}
+
+// What changed outside the declared outputs: the canaries and every ro input.
+std::vector<std::string> Diff(const std::map<std::string, std::string>& before,
+                              const std::map<std::string, std::string>& after, const std::string& label) {
+  std::vector<std::string> changes;
+  for (const auto& [path, state] : after) {
+    auto old = before.find(path);
+    if (old == before.end()) changes.push_back(fmt::format("{}/{} appeared", label, path));
+    else if (old->second != state && !state.starts_with("dir")) changes.push_back(fmt::format("{}/{} changed", label, path));
+  }
+  for (const auto& [path, state] : before) {
+    if (!after.contains(path)) changes.push_back(fmt::format("{}/{} vanished", label, path));
+  }
+  return changes;
+}
+
+struct Watched {
+  std::vector<std::pair<std::string, std::string>> dirs;  // label, host dir
+  std::vector<std::map<std::string, std::string>> before;
+
+  void Take() {
+    for (const auto& [label, dir] : dirs) before.push_back(Snapshot(dir));
+  }
+  std::vector<std::string> Changes() const {
+    std::vector<std::string> all;
+    for (size_t i = 0; i < dirs.size(); ++i) {
+      auto changes = Diff(before[i], Snapshot(dirs[i].second), dirs[i].first);
+      all.insert(all.end(), changes.begin(), changes.end());
+    }
+    return all;
+  }
+};
+
+Placement Place(const Case& c, const CaseDir& dir, const CanarySet& canaries, const std::string& payload_dir) {
+  Placement p;
+  for (const auto& m : c.mounts) p.mount_sources[m.name] = dir.MountDir(m.name);
+  p.payload_dir = payload_dir;
+  p.workdir_host = dir.Workdir();
+  p.hints = canaries.hints();
+  p.marker = RandomMarker();
+  return p;
+}
+
+Launch MakeLaunch(const Case& c, const Profile& profile, std::vector<std::string> argv,
+                  const CaseDir& dir, const CanarySet& canaries) {
+  Launch launch;
+  launch.argv = std::move(argv);
+  launch.env = {"PATH=/usr/local/bin:/usr/bin:/bin", "LANG=C.UTF-8", "HOME=" + dir.Workdir()};
+  for (const auto& e : canaries.env()) launch.env.push_back(e);
+  // Host-path sandboxes get the case's env directly; the others through the profile's flags.
+  if (profile.host_paths) {
+    for (const auto& [k, v] : c.env) launch.env.push_back(k + "=" + v);
+  }
+  launch.inherited_fds = canaries.inherited_fds();
+  launch.stdin_data = c.stdin_data.value_or("");
+  launch.cwd = dir.Workdir();
+  launch.kill_after_ms = NetBoundMs(WithStartupAllowance(c, profile));
+  int64_t cap = std::min<int64_t>(c.Limit("output_bytes") * 4 + (1 << 20), kMaxCaptureBytes);
+  launch.capture_bytes = static_cast<size_t>(cap);
+  return launch;
+}
+
+// What the launch left behind once it has settled: processes carrying the marker, the
+// sandbox's own state, and whatever else the net still holds.
+std::vector<std::string> Leftovers(const Profile& profile, const std::string& marker,
+                                   const CaseDir& dir, const SafetyNet& net) {
+  std::vector<std::string> leftovers = FindLeftovers(marker, dir.root());
+  auto stale = StaleSandboxState(profile);
+  leftovers.insert(leftovers.end(), stale.begin(), stale.end());
+  // The net's cgroup also holds daemons that rewrote their command line.
+  for (pid_t pid : net.Remaining()) {
+    std::string entry = fmt::format("process {} ", pid);
+    bool listed = std::any_of(leftovers.begin(), leftovers.end(),
+                              [&](const std::string& l) { return l.starts_with(entry); });
+    if (!listed) leftovers.push_back(fmt::format("process {} ({})", pid, ProcCmdline(std::to_string(pid)).substr(0, 80)));
+  }
+  return leftovers;
+}
+
+Evidence Observe(const Case& c, const Profile& profile, const std::string& payload_dir, const CaseDir& dir,
+                 CaseReport& report) {
+  Evidence e;
+  auto canaries = CanarySet::Plant({dir.CanaryRoot(), geteuid() == 0, dir.PathTokens()});
+  if (!canaries) {
+    e.setup_error = "canaries: " + canaries.error().ToString();
+    return e;
+  }
+  if (auto missing = MissingHint(c, (*canaries)->hints())) {
+    report.verdict = Verdict::kSkip;
+    report.reason = *missing;
+    return e;
+  }
+  Placement placement = Place(c, dir, **canaries, payload_dir);
+  auto argv = RenderCommand(profile, c, placement);
+  if (!argv) {
+    e.setup_error = argv.error().ToString();
+    return e;
+  }
+  Watched watched;
+  watched.dirs.emplace_back("canaries", dir.CanaryRoot());
+  for (const auto& m : c.mounts) {
+    if (m.read_only) watched.dirs.emplace_back(m.name, dir.MountDir(m.name));
+  }
+  watched.Take();
+  auto net = SafetyNet::Create();
+  if (!net) {
+    e.setup_error = "safety net: " + net.error().ToString();
+    return e;
+  }
+  Observation o = net->Launch(MakeLaunch(c, profile, *argv, dir, **canaries));
+  ReadResult(profile, o, e);
+  std::this_thread::sleep_for(std::chrono::milliseconds(kSettleMs));
+  e.leftovers = Leftovers(profile, placement.marker, dir, *net);
+  for (const auto& m : c.mounts) {
+    if (m.read_only) continue;
+    auto outputs = ReadOutputs(dir.MountDir(m.name), m.name);
+    e.outputs.insert(outputs.begin(), outputs.end());
+  }
+  e.stray_writes = watched.Changes();
+  std::string everything = e.stdout_data + e.stderr_data + o.stdout_data + o.stderr_data;
+  for (const auto& [path, content] : e.outputs) everything += path + content;
+  e.leaked_canaries = (*canaries)->Leaked(everything);
+  e.detections = (*canaries)->Detections();
+  return e;
+}
+
+}  // namespace
+
+CaseReport RunCase(const Profile& profile, const Case& c, const std::string& payload_dir,
+                   const RunOptions& options) {
+  CaseReport report{c.id, c.category, c.Kind(), Verdict::kError, "", "", 0, UnsupportedLimits(profile, c)};
+  if (profile.syntax_only) {
+    report.verdict = Verdict::kSkip;
+    report.reason = "profile " + profile.name + " is validated for syntax only";
+    return report;
+  }
+  if (!RunsAsCaseUser(profile, c)) {
+    report.verdict = Verdict::kSkip;
+    report.reason = fmt::format("profile {} has no way to run the workload as {} (its \"user\" field)", profile.name, c.user);
+    return report;
+  }
+  auto dir = CaseDir::Create(options.work_root, c);
+  if (!dir) {
+    report.reason = dir.error().ToString();
+    return report;
+  }
+  Evidence evidence = Observe(c, profile, payload_dir, *dir, report);
+  if (report.verdict == Verdict::kSkip) return report;
+  Judgement judgement = Judge(WithStartupAllowance(c, profile), evidence);
+  report.verdict = judgement.verdict;
+  report.reason = judgement.reason;
+  report.status = evidence.status;
+  report.wall_ms = evidence.wall_ms;
+  return report;
+}
+
+std::vector<CaseReport> RunBattery(const Profile& profile, const std::vector<Case>& cases,
+                                   const std::string& payload_dir, const RunOptions& options,
+                                   const std::function<void(const Progress&)>& on_progress) {
+  std::vector<CaseReport> reports(cases.size());
+  std::mutex mutex;
+  Progress progress{0, cases.size(), 0, 0, ""};
+  size_t next = 0;
+  auto worker = [&] {
+    for (;;) {
+      size_t index;
+      {
+        std::lock_guard lock(mutex);
+        if (next == cases.size()) return;
+        index = next++;
+        progress.current = cases[index].id;
+        on_progress(progress);
+      }
+      CaseReport report = RunCase(profile, cases[index], payload_dir, options);
+      std::lock_guard lock(mutex);
+      ++progress.done;
+      if (report.verdict == Verdict::kPass) ++progress.passed;
+      if (report.verdict == Verdict::kFail || report.verdict == Verdict::kError) ++progress.failed;
+      reports[index] = std::move(report);
+      on_progress(progress);
+    }
+  };
+  std::vector<std::thread> workers;
+  for (int i = 0; i < std::max(1, options.jobs); ++i) workers.emplace_back(worker);
+  for (auto& w : workers) w.join();
+  return reports;
+}
+
+}  // namespace smolvm_check

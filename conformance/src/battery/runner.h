@@ -1,0 +1,39 @@
+// Runs cases against one sandbox: places each case on the host (its mounts, workdir, payloads
+// and canaries), renders the profile's command, launches it in the safety net, collects the
+// evidence and judges it. Cases run in parallel with -j.
+//
+// Args placeholders a case may use: {mount:NAME} (the mount's path as the sandbox sees it),
+// {workdir}, and the canary hints of canaries.h. The runner appends a unique marker as the
+// last argv word of every payload, which is how leftover processes are found.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "battery/catalog.h"
+#include "battery/report.h"
+#include "launch/profile.h"
+
+namespace smolvm_check {
+
+struct RunOptions {
+  int jobs = 1;
+  std::string work_root;  // where per-case directories go; default a fresh /tmp dir
+};
+
+struct Progress {
+  size_t done = 0;
+  size_t total = 0;
+  size_t passed = 0;
+  size_t failed = 0;  // fail + error
+  std::string current;
+};
+
+CaseReport RunCase(const Profile& profile, const Case& c, const std::string& payload_dir,
+                   const RunOptions& options);
+std::vector<CaseReport> RunBattery(const Profile& profile, const std::vector<Case>& cases,
+                                   const std::string& payload_dir, const RunOptions& options,
+                                   const std::function<void(const Progress&)>& on_progress);
+
+}  // namespace smolvm_check

@@ -1,0 +1,281 @@
+#include "bench/bench.h"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+
+#include <fmt/format.h>
+
+#include "battery/runner.h"
+#include "bench/warm_bench.h"
+#include "launch/interrupt.h"
+
+namespace smolvm_check {
+namespace {
+
+using json = nlohmann::json;
+
+constexpr int64_t kTransformBytes = 10 << 20;
+// Bounds for the transform, generous enough for an emulated VM; they bound, they do not time.
+constexpr int64_t kTransformTimeoutMs = 600000;
+constexpr int64_t kTransformStorageMiB = 256;
+constexpr int64_t kTransformMemoryMiB = 1024;
+
+const Case* FindCase(const Catalog& catalog, const std::string& id) {
+  for (const auto& c : catalog.cases) {
+    if (c.id == id) return &c;
+  }
+  return nullptr;
+}
+
+// The catalog's CSV-to-JSON case, on 10 MB of rows instead of two.
+Expected<Workload> TransformWorkload(const Catalog& catalog) {
+  const Case* base = FindCase(catalog, "functional.csv_to_json.python");
+  if (base == nullptr) return std::unexpected(Error{"catalog", "has no functional.csv_to_json.python", 0});
+  Case c = *base;
+  std::string csv = "name,qty,price\n";
+  int64_t rows = 0;
+  while (static_cast<int64_t>(csv.size()) < kTransformBytes) {
+    csv += fmt::format("item {},{},{}.{:02}\n", rows, rows % 97, rows % 1000, rows % 100);
+    ++rows;
+  }
+  for (auto& m : c.mounts) {
+    if (m.files.contains("data.csv")) m.files["data.csv"] = std::move(csv);
+  }
+  c.expect.outputs.clear();
+  c.expect.stdout_contains = {fmt::format("CONVERTED {} rows", rows)};
+  c.expect.max_wall_ms = 0;
+  c.limits["timeout_ms"] = kTransformTimeoutMs;
+  c.limits["storage_mib"] = kTransformStorageMiB;
+  c.limits["memory_mib"] = kTransformMemoryMiB;
+  return Workload{"python csv->json 10 MB", std::move(c)};
+}
+
+std::string Cell(const BenchRow& row, int64_t value) {
+  return row.samples_ms.empty() ? "-" : fmt::format("{}", value);
+}
+
+std::string Ratio(const BenchRow& row) { return row.ratio > 0 ? fmt::format("{:.2f}x", row.ratio) : "-"; }
+
+std::string XmlEscape(const std::string& text) {
+  std::string out;
+  for (char ch : text) {
+    switch (ch) {
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '"': out += "&quot;"; break;
+      default: out += ch;
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+Expected<std::vector<Workload>> BenchWorkloads(const Catalog& catalog, const std::string& lang,
+                                               bool with_transform) {
+  std::string id = lang == "js" ? "functional.hello.js" : "functional.hello.python";
+  const Case* hello = FindCase(catalog, id);
+  if (hello == nullptr) return std::unexpected(Error{"catalog", "has no " + id, 0});
+  std::string name = lang == "js" ? "node hello" : "python hello";
+  std::vector<Workload> workloads = {{name, *hello, false}, {name + ", warm exec", *hello, true}};
+  if (with_transform && lang == "python") {
+    SMOLBOX_ASSIGN_OR_RETURN(auto transform, TransformWorkload(catalog));
+    workloads.push_back(std::move(transform));
+  }
+  return workloads;
+}
+
+int64_t Percentile(std::vector<int64_t> samples, int p) {
+  if (samples.empty()) return 0;
+  std::sort(samples.begin(), samples.end());
+  // Nearest rank: the smallest sample with at least p% of the samples at or below it.
+  auto rank = static_cast<size_t>(std::ceil(p / 100.0 * static_cast<double>(samples.size())));
+  return samples[std::clamp<size_t>(rank, 1, samples.size()) - 1];
+}
+
+void Summarize(BenchReport& report) {
+  for (auto& row : report.rows) {
+    row.p50 = Percentile(row.samples_ms, 50);
+    row.p90 = Percentile(row.samples_ms, 90);
+    row.max = row.samples_ms.empty() ? 0 : *std::max_element(row.samples_ms.begin(), row.samples_ms.end());
+  }
+  for (auto& row : report.rows) {
+    auto base = std::find_if(report.rows.begin(), report.rows.end(), [&](const BenchRow& r) {
+      return r.sandbox == report.baseline && r.workload == row.workload;
+    });
+    row.ratio = base != report.rows.end() && base->p50 > 0 && !row.samples_ms.empty()
+                    ? static_cast<double>(row.p50) / static_cast<double>(base->p50)
+                    : 0;
+  }
+}
+
+namespace {
+
+// (workload, sandbox) -> its row in report.rows, or -1: a warm workload has rows only where
+// there is a warm path. any_warm says whether any row is warm.
+std::vector<std::vector<int>> PlanRows(const BenchPlan& plan, const std::vector<Profile>& profiles,
+                                       BenchReport& report, bool& any_warm) {
+  std::vector<std::vector<int>> row_of(plan.workloads.size(), std::vector<int>(plan.sandboxes.size(), -1));
+  any_warm = false;
+  for (size_t w = 0; w < plan.workloads.size(); ++w) {
+    for (size_t s = 0; s < plan.sandboxes.size(); ++s) {
+      if (plan.workloads[w].warm && !HasWarmPath(profiles[s])) continue;
+      any_warm |= plan.workloads[w].warm;
+      row_of[w][s] = static_cast<int>(report.rows.size());
+      report.rows.push_back(BenchRow{plan.sandboxes[s], plan.workloads[w].name, {}, {}, 0, 0, 0, 0});
+    }
+  }
+  return row_of;
+}
+
+// One persistent sandbox per sandbox with a warm path, for all its warm samples, or why not.
+struct WarmSandboxes {
+  std::vector<std::unique_ptr<WarmSandbox>> sandbox;
+  std::vector<std::string> error;
+};
+
+WarmSandboxes PrepareWarm(const BenchPlan& plan, const std::vector<Profile>& profiles,
+                          const std::string& payload_dir, bool any_warm) {
+  WarmSandboxes warm{std::vector<std::unique_ptr<WarmSandbox>>(plan.sandboxes.size()),
+                     std::vector<std::string>(plan.sandboxes.size())};
+  for (size_t s = 0; any_warm && s < plan.sandboxes.size(); ++s) {
+    if (!HasWarmPath(profiles[s])) continue;
+    auto prepared = WarmSandbox::Prepare(profiles[s], payload_dir);
+    if (prepared) warm.sandbox[s] = std::move(*prepared);
+    else warm.error[s] = prepared.error().ToString();
+  }
+  return warm;
+}
+
+// One sample, in ms: a warm exec into the row's persistent sandbox, or a whole cold run of the
+// case. failure is left empty when the sample passed.
+int64_t TakeSample(const Workload& workload, const Profile& profile, size_t s,
+                   const WarmSandboxes& warm, const std::string& payload_dir,
+                   const RunOptions& options, std::string& failure) {
+  if (workload.warm) {
+    auto sample = warm.sandbox[s] ? warm.sandbox[s]->Sample(profile, workload.c)
+                                  : std::unexpected(Error{"warm sandbox", warm.error[s], 0});
+    if (sample) return *sample;
+    failure = sample.error().ToString();
+    return 0;
+  }
+  CaseReport r = RunCase(profile, workload.c, payload_dir, options);
+  if (r.verdict != Verdict::kPass) failure = fmt::format("{} {}", ToString(r.verdict), r.reason);
+  return r.wall_ms;
+}
+
+}  // namespace
+
+BenchReport RunBench(const BenchPlan& plan, const std::vector<Profile>& profiles,
+                     const std::string& payload_dir, const std::string& work_root,
+                     const std::function<void(const std::string&)>& on_sample) {
+  BenchReport report;
+  report.runs = plan.runs;
+  report.baseline = plan.sandboxes.empty() ? "" : plan.sandboxes.front();
+  bool any_warm = false;
+  std::vector<std::vector<int>> row_of = PlanRows(plan, profiles, report, any_warm);
+  WarmSandboxes warm = PrepareWarm(plan, profiles, payload_dir, any_warm);
+  RunOptions options{1, work_root};
+  for (int run = 1; run <= plan.runs; ++run) {
+    for (size_t w = 0; w < plan.workloads.size(); ++w) {
+      for (size_t s = 0; s < plan.sandboxes.size(); ++s) {
+        // Stopped early, the samples so far still make a report, and the warm sandboxes go.
+        if (row_of[w][s] < 0 || Interrupted()) continue;
+        BenchRow& into = report.rows[static_cast<size_t>(row_of[w][s])];
+        std::string failure;
+        int64_t ms = TakeSample(plan.workloads[w], profiles[s], s, warm, payload_dir, options, failure);
+        if (failure.empty()) into.samples_ms.push_back(ms);
+        else into.failures.push_back(fmt::format("run {}: {}", run, failure));
+        if (on_sample) {
+          on_sample(fmt::format("[{}/{}] {} {}: {} ms {}", run, plan.runs, into.sandbox, into.workload, ms,
+                                failure.empty() ? "pass" : failure));
+        }
+      }
+    }
+  }
+  Summarize(report);
+  return report;
+}
+
+json ToJson(const BenchReport& report) {
+  json rows = json::array();
+  for (const auto& r : report.rows) {
+    rows.push_back({{"sandbox", r.sandbox}, {"workload", r.workload}, {"samples_ms", r.samples_ms},
+                    {"failures", r.failures}, {"p50_ms", r.p50}, {"p90_ms", r.p90}, {"max_ms", r.max},
+                    {"ratio_to_baseline", r.ratio}});
+  }
+  return {{"host", report.host.is_null() ? json::object() : report.host},
+          {"started", report.started},
+          {"runs", report.runs},
+          {"baseline", report.baseline},
+          {"rows", rows}};
+}
+
+std::string ToMarkdown(const BenchReport& report) {
+  std::string out = fmt::format("# smolvm-check bench, {}\n\n", report.started);
+  out += fmt::format("{} runs per row, interleaved; wall time in ms of one whole sandbox invocation (cold) or of "
+                     "one `smolbox exec` into a sandbox created beforehand (warm exec; the baseline runs the "
+                     "interpreter directly); ratio: p50 over {}'s p50 for the same workload.\n\n",
+                     report.runs, report.baseline);
+  out += "| workload | sandbox | p50 | p90 | max | ratio | failed runs |\n|---|---|---:|---:|---:|---:|---:|\n";
+  for (const auto& r : report.rows) {
+    out += fmt::format("| {} | {} | {} | {} | {} | {} | {} |\n", r.workload, r.sandbox, Cell(r, r.p50), Cell(r, r.p90),
+                       Cell(r, r.max), Ratio(r), r.failures.size());
+  }
+  for (const auto& r : report.rows) {
+    for (const auto& f : r.failures) out += fmt::format("\n- {} on {}: {}", r.workload, r.sandbox, f);
+  }
+  return out + "\n";
+}
+
+std::string ToSvg(const BenchReport& report) {
+  constexpr int kLabelWidth = 330, kPlotWidth = 520, kBar = 18, kGap = 8, kTop = 40, kRight = 90;
+  int64_t highest = 1;
+  for (const auto& r : report.rows) highest = std::max(highest, std::max(r.p90, r.p50));
+  // Log scale from 1 ms: a 20 ms interpreter and a 3 s emulated VM share one chart.
+  double span = std::log10(static_cast<double>(highest)) + 0.1;
+  auto x = [&](int64_t ms) {
+    return kLabelWidth + static_cast<int>(kPlotWidth * std::log10(static_cast<double>(std::max<int64_t>(ms, 1))) / span);
+  };
+  int height = kTop + static_cast<int>(report.rows.size()) * (kBar + kGap) + 30;
+  std::string out = fmt::format(
+      "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{}\" font-family=\"sans-serif\" font-size=\"12\">\n",
+      kLabelWidth + kPlotWidth + kRight, height);
+  out += fmt::format("<text x=\"10\" y=\"20\" font-size=\"14\">smolvm-check bench: p50 (bar) and p90 (whisker), ms, log scale; {} runs</text>\n",
+                     report.runs);
+  int y = kTop;
+  for (const auto& r : report.rows) {
+    out += fmt::format("<text x=\"10\" y=\"{}\">{} | {}</text>\n", y + kBar - 5, XmlEscape(r.workload), XmlEscape(r.sandbox));
+    if (!r.samples_ms.empty()) {
+      out += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"{}\"/>\n", kLabelWidth, y,
+                         std::max(1, x(r.p50) - kLabelWidth), kBar, r.sandbox == report.baseline ? "#888" : "#4a7ab5");
+      out += fmt::format("<line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"#222\"/>\n", x(r.p50), y + kBar / 2, x(r.p90), y + kBar / 2);
+      out += fmt::format("<text x=\"{}\" y=\"{}\">{} ms {}</text>\n", x(r.p90) + 6, y + kBar - 5, r.p50, Ratio(r));
+    } else {
+      out += fmt::format("<text x=\"{}\" y=\"{}\">no passing run</text>\n", kLabelWidth, y + kBar - 5);
+    }
+    y += kBar + kGap;
+  }
+  return out + "</svg>\n";
+}
+
+Expected<void> WriteBenchReports(const BenchReport& report, const std::string& dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) return std::unexpected(Error{dir, ec.message(), 0});
+  for (auto [name, text] : {std::pair<const char*, std::string>{"bench.json", ToJson(report).dump(2) + "\n"},
+                            {"bench.md", ToMarkdown(report)},
+                            {"bench.svg", ToSvg(report)}}) {
+    std::ofstream out(dir + "/" + name);
+    out << text;
+    if (!out.flush()) return std::unexpected(Error{dir + "/" + name, "cannot write", errno});
+  }
+  return {};
+}
+
+}  // namespace smolvm_check

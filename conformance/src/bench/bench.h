@@ -1,0 +1,80 @@
+// `smolvm-check bench`: start-up and transform times of sandboxes, side by side on one host.
+//
+// A cold sample is one whole sandbox invocation of a functional case of the battery, launched
+// and timed by the same safety net as `run`, so that each row pays the same harness cost and
+// the null sandbox (the bare interpreter) is a fair floor. A warm sample is one `smolbox exec`
+// into a sandbox created before the runs, against the bare interpreter started the same way.
+// Runs interleave: run 1 of every row, then run 2, so that drift in the host's load spreads
+// over all rows alike.
+//
+//   BenchPlan plan{.sandboxes = {"null", "smolbox:ns"}, .workloads = Workloads(catalog, "python"), .runs = 10};
+//   BenchReport report = RunBench(plan, profiles_dir, catalog.directory, on_sample);
+//   WriteBenchReports(report, "reports/bench");   // bench.json, bench.md, bench.svg
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "battery/catalog.h"
+#include "launch/profile.h"
+#include "smolbox/error.h"
+
+namespace smolvm_check {
+
+// A bench workload: a functional case of the catalog, possibly with a bigger input.
+struct Workload {
+  std::string name;  // "python hello", "python hello, warm exec", "python csv->json 10 MB"
+  Case c;
+  // Timed as an exec into a sandbox created beforehand (warm_bench.h), on the sandboxes that
+  // have a warm path; otherwise each sample is a whole cold run.
+  bool warm = false;
+};
+
+// The workloads for a language: its hello cold and warm, and for Python the 10 MB CSV-to-JSON
+// transform.
+Expected<std::vector<Workload>> BenchWorkloads(const Catalog& catalog, const std::string& lang,
+                                               bool with_transform);
+
+struct BenchPlan {
+  std::vector<std::string> sandboxes;  // the first is the baseline ratios are taken against
+  std::vector<Workload> workloads;
+  int runs = 10;
+};
+
+struct BenchRow {
+  std::string sandbox;
+  std::string workload;
+  std::vector<int64_t> samples_ms;  // of the runs that passed, in run order
+  std::vector<std::string> failures;  // why the others did not count
+  int64_t p50 = 0, p90 = 0, max = 0;
+  double ratio = 0;  // p50 over the baseline's p50 for the same workload; 0 when unknown
+};
+
+struct BenchReport {
+  nlohmann::json host;
+  std::string started;
+  int runs = 0;
+  std::string baseline;
+  std::vector<BenchRow> rows;
+};
+
+// The nearest-rank percentile (p in 0..100) of samples; 0 for none.
+int64_t Percentile(std::vector<int64_t> samples, int p);
+// Fills p50, p90, max and ratio from the samples.
+void Summarize(BenchReport& report);
+
+BenchReport RunBench(const BenchPlan& plan, const std::vector<Profile>& profiles,
+                     const std::string& payload_dir, const std::string& work_root,
+                     const std::function<void(const std::string&)>& on_sample);
+
+nlohmann::json ToJson(const BenchReport& report);
+std::string ToMarkdown(const BenchReport& report);
+// A horizontal bar chart of p50 per row, with the p90 as a whisker, on a log scale.
+std::string ToSvg(const BenchReport& report);
+Expected<void> WriteBenchReports(const BenchReport& report, const std::string& dir);
+
+}  // namespace smolvm_check

@@ -1,0 +1,100 @@
+// A sandbox under test, described as a command template (conformance/profiles/*.json).
+//
+//   {"name": "bwrap",
+//    "description": "bubblewrap, unprivileged namespaces",
+//    "binary": "bwrap",                       looked up on PATH; missing means setup error
+//    "version_command": ["bwrap", "--version"],
+//    "command": ["bwrap", "--unshare-all", "--die-with-parent", "--ro-bind", "/usr", "/usr",
+//                "{mounts...}", "{env...}", "--chdir", "{workdir}", "--", "{argv...}"],
+//    "mount": {"ro": ["--ro-bind", "{source}", "{target}"], "rw": ["--bind", "{source}", "{target}"]},
+//    "env": ["--setenv", "{key}", "{value}"],
+//    "limits": {"timeout_ms": ["timeout", "-s", "KILL", "{timeout_s}"]},   prefix wrappers
+//    "limit_args": {"memory_mib": ["--memory", "{memory_mib}m"]},          inserted at {limits...}
+//    "unsupported": ["memory_mib", "pids", "cpus", "storage_mib", "output_bytes", "files"],
+//    "paths": "sandbox" | "host",             how {mount:NAME} and {workdir} resolve
+//    "result": "exit_code" | "smolbox_json",
+//    "syntax_only": false}                    true: cannot run here, only validated
+//
+// Optional fields beyond these:
+//    "install": "apt install bubblewrap",     told when the binary is missing
+//    "stdin": ["-i"],                         inserted at {stdin...} when the case has stdin
+//    "interpreters": {"js": ["/usr/local/bin/node"]},   default /usr/bin/python3 -u,
+//                                             /usr/bin/node, /bin/sh
+//    "variables": {"image": "node:20-bookworm"}         more {name}s; the loader may override
+//    "user": {"sandbox": ["--uid", "65534"], "root": ["--uid", "0"]}   inserted at {user...}
+//                                             for the case's "user"; a case whose user has no
+//                                             entry is skipped (sandbox needs none)
+//
+// Placeholders: {argv...} {mounts...} {env...} {limits...} {stdin...} {user...} {variant...}
+// expand to several words, each only as a whole word of "command" ({variant...}: the flags the
+// loader's smolbox variant adds, e.g. --no-snapshot for smolbox:vm-fresh; none otherwise);
+// {workdir}, {timeout_ms}, {timeout_s}, {cpu_ms}, {memory_mib}, {cpus} (decimal, e.g. 0.5),
+// {vcpus} (whole CPUs, rounded up), {pids}, {storage_mib}, {output_bytes}, {files} and the
+// variables ({backend}, {smolbox}) expand in place anywhere; {source} {target} only in "mount", {key} {value} only in "env". A limit
+// placeholder takes the case's value or the RunSpec default. Every limit must be mapped (in
+// "limits", "limit_args" or by a placeholder in "command") or listed in "unsupported".
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "battery/catalog.h"
+
+namespace smolvm_check {
+
+struct Profile {
+  std::string name;
+  std::string description;
+  std::string binary;
+  std::vector<std::string> version_command;
+  std::vector<std::string> command;
+  std::vector<std::string> mount_ro;
+  std::vector<std::string> mount_rw;
+  std::vector<std::string> env;
+  std::map<std::string, std::vector<std::string>> limit_wrappers;  // prefix before command
+  std::map<std::string, std::vector<std::string>> limit_args;      // at {limits...}
+  std::vector<std::string> unsupported;
+  bool host_paths = false;  // "paths": "host" (the null sandbox runs everything on the host)
+  bool smolbox_json = false;
+  bool syntax_only = false;
+  std::map<std::string, std::string> variables;  // e.g. {backend}, {smolbox}, set by the loader
+  std::string install_hint;                      // "install"
+  std::vector<std::string> stdin_args;           // "stdin"
+  std::map<std::string, std::vector<std::string>> interpreters;  // lang -> words, defaults filled
+  std::map<std::string, std::vector<std::string>> user_args;     // "user": case user -> words
+  // "startup_allowance_ms": added to every case's wall-time bound, for a sandbox that boots a
+  // kernel before the case's own time starts (smolbox:vm-tcg sets it). 0 by default.
+  int64_t startup_allowance_ms = 0;
+  // smolbox:vm-fresh and smolbox:vm-tcg-fresh: every guest boots; no boot snapshot (their
+  // variant's --no-snapshot is in command).
+  bool fresh_boot = false;
+};
+
+// "null", "smolbox:ns", "smolbox:auto", "smolbox:vm", "smolbox:vm-tcg", their "-fresh" vm
+// variants, a name in profiles_dir, or a path.
+Expected<Profile> LoadProfile(const std::string& sandbox, const std::string& profiles_dir);
+Expected<Profile> ParseProfile(const std::string& json_text, const std::string& origin);
+
+// One case, placed on the host: where its mounts and workdir are.
+struct Placement {
+  std::map<std::string, std::string> mount_sources;  // mount name -> host directory
+  std::string payload_dir;                            // host directory holding the payloads
+  std::string workdir_host;                           // for host_paths profiles
+  std::map<std::string, std::string> hints;           // canary hints for {name} in args
+  std::string marker;                                 // appended as the last argv word
+};
+
+// The full command line for this case under this profile: the limit wrappers (in the order of
+// the limits map, each applied when its limit is non-zero), then the command. {argv...} is the
+// interpreter, the payload (under kPayloadTarget, or its host path for host_paths), the case's
+// args with {mount:NAME}, {workdir} and the canary hints substituted, then the marker. The
+// payload directory is mounted read-only at kPayloadTarget ahead of the case's mounts.
+Expected<std::vector<std::string>> RenderCommand(const Profile& profile, const Case& c,
+                                                 const Placement& placement);
+// Whether the profile can run the case's workload as the user the case asks for.
+bool RunsAsCaseUser(const Profile& profile, const Case& c);
+// The limits the case sets that the profile cannot enforce.
+std::vector<std::string> UnsupportedLimits(const Profile& profile, const Case& c);
+
+}  // namespace smolvm_check
