@@ -16,17 +16,11 @@
 #include <sstream>
 #include <thread>
 
+#include "cgroup_hierarchies.h"
 #include "launch/host_files.h"
 #include "unique_fd.h"
 
 namespace smolvm_check {
-
-// Where each hierarchy is mounted and where in it this process lives.
-struct Hierarchies {
-  std::optional<std::string> v2_mount;
-  std::map<std::string, std::string> v1_mount;  // controller -> mount point
-  std::map<std::string, std::string> v1_self;   // controller -> our path in it
-};
 
 namespace {
 
@@ -66,30 +60,6 @@ std::string RandomSuffix() {
   return fmt::format("{:016x}", r);
 }
 
-Hierarchies Discover() {
-  Hierarchies h;
-  std::istringstream mountinfo(ReadUpTo("/proc/self/mountinfo"));
-  for (std::string line; std::getline(mountinfo, line);) {
-    auto fields = Words(line);
-    auto dash = std::find(fields.begin(), fields.end(), "-");
-    if (fields.size() < 5 || dash == fields.end() || fields.end() - dash < 4) continue;
-    if (dash[1] == "cgroup2" && !h.v2_mount) h.v2_mount = fields[4];
-    if (dash[1] != "cgroup") continue;
-    for (const auto& option : Words(dash[3], ',')) h.v1_mount.emplace(option, fields[4]);
-  }
-  std::istringstream self(ReadUpTo("/proc/self/cgroup"));
-  for (std::string line; std::getline(self, line);) {
-    auto first = line.find(':'), second = line.find(':', first + 1);
-    if (first == std::string::npos || second == std::string::npos) continue;
-    std::string path = line.substr(second + 1);
-    if (path == "/") path.clear();
-    for (const auto& c : Words(line.substr(first + 1, second - first - 1), ',')) {
-      h.v1_self[c] = path;
-    }
-  }
-  return h;
-}
-
 std::vector<pid_t> ReadPids(const std::string& procs_file) {
   std::vector<pid_t> pids;
   for (const auto& w : Words(ReadUpTo(procs_file))) pids.push_back(std::stoi(w));
@@ -113,7 +83,7 @@ NetCgroup::NetCgroup(const NetLimits& limits) : name_("smolvm-check-" + RandomSu
     problems_.push_back("not root");
     return;
   }
-  Hierarchies h = Discover();
+  smolbox::CgroupHierarchies h = smolbox::DiscoverCgroupHierarchies();
   CreateV2(h);
   auto limit = [&](const std::string& controller, const std::string& v2_file,
                    const std::string& v1_file, int64_t value) {
@@ -132,7 +102,7 @@ NetCgroup::NetCgroup(const NetLimits& limits) : name_("smolvm-check-" + RandomSu
 // v2 holds the tree even without controllers (hybrid hosts): cgroup.procs lists it and
 // cgroup.kill kills it atomically. Runs go under one subtree at the top, which may enable
 // controllers whatever process layout the host has.
-void NetCgroup::CreateV2(const Hierarchies& h) {
+void NetCgroup::CreateV2(const smolbox::CgroupHierarchies& h) {
   if (!h.v2_mount) return;
   v2_base_ = *h.v2_mount + "/smolvm-check";
   std::string available = ReadUpTo(*h.v2_mount + "/cgroup.controllers");
@@ -152,7 +122,7 @@ void NetCgroup::CreateV2(const Hierarchies& h) {
       fmt::format("cannot create a cgroup under {} ({})", v2_base_, strerror(errno)));
 }
 
-std::optional<NetCgroup::Dir> NetCgroup::PlaceController(const Hierarchies& h,
+std::optional<NetCgroup::Dir> NetCgroup::PlaceController(const smolbox::CgroupHierarchies& h,
                                                          const std::string& controller) {
   if (!dirs_.empty() && dirs_[0].version == 2 &&
       HasWord(ReadUpTo(v2_base_ + "/cgroup.subtree_control"), controller)) {

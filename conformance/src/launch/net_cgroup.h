@@ -15,12 +15,10 @@
 #include <string>
 #include <vector>
 
+#include "cgroup_hierarchies.h"
 #include "launch/launcher.h"
 
 namespace smolvm_check {
-
-// Where each hierarchy is mounted and where in it this process lives (net_cgroup.cc).
-struct Hierarchies;
 
 class NetCgroup {
  public:
@@ -44,8 +42,8 @@ class NetCgroup {
     std::string path;
     int version;
   };
-  void CreateV2(const Hierarchies& h);
-  std::optional<Dir> PlaceController(const Hierarchies& h, const std::string& controller);
+  void CreateV2(const smolbox::CgroupHierarchies& h);
+  std::optional<Dir> PlaceController(const smolbox::CgroupHierarchies& h, const std::string& controller);
 
   std::string name_;
   std::string v2_base_;

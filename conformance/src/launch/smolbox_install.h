@@ -3,10 +3,12 @@
 // for the guest where smolbox itself will.
 //
 //   std::string smolbox = SmolboxBinary();  // $SMOLBOX, else the smolbox next to smolvm-check
-//   std::string guest = GuestDir();         // e.g. /var/cache/smolbox/guest for root
+//   std::string guest = smolbox::GuestDir(); // core/guest_dir.h: where smolbox itself looks
 #pragma once
 
 #include <string>
+
+#include "guest_dir.h"
 
 namespace smolvm_check {
 
@@ -14,7 +16,7 @@ namespace smolvm_check {
 // when that cannot be known.
 std::string SmolboxBinary();
 
-// Where scripts/build-guest puts the vm backend's guest artifacts, and where smolbox looks.
-std::string GuestDir();
+// The guest's directory is smolbox's own rule, smolbox::GuestDir().
+using smolbox::GuestDir;
 
 }  // namespace smolvm_check
