@@ -26,7 +26,8 @@ std::string Failures(const nlohmann::json& report) {
 }
 
 TEST(Battery, every_case_passes_on_the_smolbox_namespace_sandbox) {
-  std::string dir = "/tmp/smolvm-check-report-ns";
+  TempDir scratch("smolvm-check-report-ns");
+  std::string dir = scratch.path() + "/reports";
   auto run = RunCheck({"run", "--sandbox", "smolbox:ns", "-j", "2", "--json", "--report-dir", dir});
   ASSERT_TRUE(run.report.is_object()) << run.err;
   EXPECT_EQ(run.exit_code, 0) << Failures(run.report);
@@ -34,7 +35,6 @@ TEST(Battery, every_case_passes_on_the_smolbox_namespace_sandbox) {
   for (const char* file : {"report.json", "junit.xml", "report.md"}) {
     EXPECT_TRUE(std::filesystem::exists(dir + "/" + file)) << file;
   }
-  std::filesystem::remove_all(dir);
 }
 
 // One microVM per case, under QEMU's emulation: the same battery, a guest kernel per case.

@@ -15,6 +15,7 @@
 
 #include "check_runner.h"
 #include "subprocess.h"
+#include "test_support.h"
 
 namespace smolvm_check {
 namespace {
@@ -107,8 +108,8 @@ TEST(BenchWorkloads, the_transform_converts_10_mb_of_csv) {
 }
 
 TEST(BenchCommand, times_the_bare_interpreter_and_the_namespace_sandbox_side_by_side) {
-  std::string dir = "/tmp/smolvm-check-bench-test";
-  std::filesystem::remove_all(dir);
+  smolbox::testing::TempDir scratch("smolvm-check-bench-test");
+  std::string dir = scratch.path() + "/reports";
   auto before = BenchSandboxes();
   auto run = RunCheck({"bench", "--sandbox", "null", "--sandbox", "smolbox:ns", "--lang", "python", "--runs", "3",
                        "--json", "--report-dir", dir});
@@ -135,7 +136,6 @@ TEST(BenchCommand, times_the_bare_interpreter_and_the_namespace_sandbox_side_by_
   for (const char* file : {"bench.json", "bench.md", "bench.svg"}) {
     EXPECT_TRUE(std::filesystem::exists(dir + "/" + file)) << file;
   }
-  std::filesystem::remove_all(dir);
   EXPECT_EQ(BenchSandboxes(), before) << "the warm sandbox is removed at the end";
 }
 
