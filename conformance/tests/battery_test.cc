@@ -2,20 +2,19 @@
 // fails on `null` (no isolation) while every functional case passes there, peers run, and bad
 // input is named.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
-#include <cstdlib>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include <nlohmann/json.hpp>
 
 #include "check_runner.h"
+#include "test_support.h"
 
 namespace smolvm_check {
 namespace {
+
+using smolbox::testing::OnPath;
+using smolbox::testing::TempDir;
 
 std::string Failures(const nlohmann::json& report) {
   std::string text;
@@ -27,7 +26,8 @@ std::string Failures(const nlohmann::json& report) {
 }
 
 TEST(Battery, every_case_passes_on_the_smolbox_namespace_sandbox) {
-  std::string dir = "/tmp/smolvm-check-report-ns";
+  TempDir scratch("smolvm-check-report-ns");
+  std::string dir = scratch.path() + "/reports";
   auto run = RunCheck({"run", "--sandbox", "smolbox:ns", "-j", "2", "--json", "--report-dir", dir});
   ASSERT_TRUE(run.report.is_object()) << run.err;
   EXPECT_EQ(run.exit_code, 0) << Failures(run.report);
@@ -35,7 +35,6 @@ TEST(Battery, every_case_passes_on_the_smolbox_namespace_sandbox) {
   for (const char* file : {"report.json", "junit.xml", "report.md"}) {
     EXPECT_TRUE(std::filesystem::exists(dir + "/" + file)) << file;
   }
-  std::filesystem::remove_all(dir);
 }
 
 // One microVM per case, under QEMU's emulation: the same battery, a guest kernel per case.
@@ -64,14 +63,6 @@ TEST(Battery, every_adversarial_case_fails_and_every_functional_case_passes_with
   EXPECT_GE(adversarial, 60);
 }
 
-bool OnPath(const std::string& name) {
-  std::istringstream dirs(getenv("PATH") ? getenv("PATH") : "");
-  for (std::string dir; std::getline(dirs, dir, ':');) {
-    if (!dir.empty() && access((dir + "/" + name).c_str(), X_OK) == 0) return true;
-  }
-  return false;
-}
-
 class Peer : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(Peer, runs_the_whole_battery_and_reports_a_verdict_for_every_case) {
@@ -97,19 +88,14 @@ TEST(Peer, syntax_only_profiles_validate_and_skip_every_case) {
   }
 }
 
+// A catalog or profile of its own for one test, removed afterwards.
 class TempFile {
  public:
-  explicit TempFile(const std::string& content) {
-    char templ[] = "/tmp/smolvm-check-input-XXXXXX";
-    int fd = mkstemp(templ);
-    close(fd);
-    path_ = templ;
-    std::ofstream(path_) << content;
-  }
-  ~TempFile() { unlink(path_.c_str()); }
+  explicit TempFile(const std::string& content) : path_(dir_.Write("input.json", content)) {}
   const std::string& path() const { return path_; }
 
  private:
+  TempDir dir_{"smolvm-check-input"};
   std::string path_;
 };
 

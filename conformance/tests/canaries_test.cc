@@ -17,12 +17,12 @@
 #include <chrono>
 #include <cstddef>
 #include <filesystem>
-#include <fstream>
 #include <functional>
 #include <optional>
 #include <thread>
 
 #include "battery/test_host.h"
+#include "test_support.h"
 
 namespace smolvm_check {
 namespace {
@@ -30,25 +30,10 @@ namespace {
 namespace fs = std::filesystem;
 using Names = std::vector<std::string>;
 
-class TempDir {
- public:
-  TempDir() {
-    char tmpl[] = "/tmp/canaries-test-XXXXXX";
-    path_ = mkdtemp(tmpl);
-  }
-  ~TempDir() { fs::remove_all(path_); }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
-
-std::string ReadAll(int fd) {
-  std::string text;
-  char buf[256];
-  for (ssize_t n; (n = read(fd, buf, sizeof buf)) > 0;) text.append(buf, static_cast<size_t>(n));
-  return text;
-}
+using smolbox::testing::OpenFdCount;
+using smolbox::testing::ReadAll;
+using smolbox::testing::ReadFileOrEmpty;
+using smolbox::testing::TempDir;
 
 // What a client gets from a socket: "" when it cannot connect.
 std::string FetchTcp(const std::string& ip, const std::string& port) {
@@ -79,19 +64,10 @@ std::string FetchAbstract(const std::string& name) {
   return FetchUnix(std::string(1, '\0') + name);
 }
 
-std::string ReadPath(const std::string& path) {
-  std::ifstream in(path);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
-
 std::string PreadFd(int fd) {
   char buf[256];
   ssize_t n = pread(fd, buf, sizeof buf, 0);
   return n > 0 ? std::string(buf, static_cast<size_t>(n)) : "";
-}
-
-size_t OpenFdCount() {
-  return static_cast<size_t>(std::distance(fs::directory_iterator("/proc/self/fd"), {}));
 }
 
 // Detections arrive from the server thread: wait a little for the expected one.
@@ -116,14 +92,14 @@ class CanariesTest : public ::testing::Test {
     EXPECT_TRUE(set.has_value()) << (set ? "" : set.error().ToString());
     return set ? std::move(*set) : nullptr;
   }
-  TempDir dir_;
+  TempDir dir_{"canaries-test"};
 };
 
 TEST_F(CanariesTest, each_token_is_served_by_its_hint_and_names_its_canary) {
   auto set = PlantOrDie();
   ASSERT_TRUE(set);
   const auto& hints = set->hints();
-  EXPECT_EQ(set->Leaked(ReadPath(hints.at("canary_file"))), (Names{"file"}));
+  EXPECT_EQ(set->Leaked(ReadFileOrEmpty(hints.at("canary_file"))), (Names{"file"}));
   EXPECT_EQ(set->Leaked(FetchTcp("127.0.0.1", hints.at("tcp_port"))), (Names{"tcp"}));
   EXPECT_EQ(set->Leaked(FetchUnix(hints.at("unix_socket"))), (Names{"unix_socket"}));
   EXPECT_EQ(set->Leaked(FetchAbstract(hints.at("abstract_socket"))), (Names{"abstract_socket"}));
@@ -145,7 +121,7 @@ TEST_F(CanariesTest, hints_themselves_leak_nothing) {
 TEST_F(CanariesTest, leaked_finds_every_token_in_a_mixed_text) {
   auto set = PlantOrDie();
   ASSERT_TRUE(set);
-  std::string text = "noise " + ReadPath(set->hints().at("canary_file")) + " more " +
+  std::string text = "noise " + ReadFileOrEmpty(set->hints().at("canary_file")) + " more " +
                      FetchTcp("127.0.0.1", set->hints().at("tcp_port")) + set->env()[0];
   EXPECT_EQ(set->Leaked(text), (Names{"env", "file", "tcp"}));
 }
@@ -162,7 +138,7 @@ TEST_F(CanariesTest, a_token_the_case_placed_itself_is_found_under_its_name) {
 TEST_F(CanariesTest, tokens_are_fresh_for_every_set) {
   auto first = PlantOrDie();
   ASSERT_TRUE(first);
-  std::string first_file = ReadPath(first->hints().at("canary_file"));
+  std::string first_file = ReadFileOrEmpty(first->hints().at("canary_file"));
   first.reset();
   auto second = PlantOrDie();
   ASSERT_TRUE(second);

@@ -2,28 +2,18 @@
 #include "battery/case_dir.h"
 
 #include <gtest/gtest.h>
-#include <stdlib.h>
 
 #include <filesystem>
-#include <fstream>
+
+#include "test_support.h"
 
 namespace smolvm_check {
 namespace {
 
 namespace fs = std::filesystem;
 
-class WorkRoot {
- public:
-  WorkRoot() {
-    char templ[] = "/tmp/case-dir-test-XXXXXX";
-    path_ = mkdtemp(templ);
-  }
-  ~WorkRoot() { fs::remove_all(path_); }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
+using smolbox::testing::ReadFileOrEmpty;
+using smolbox::testing::TempDir;
 
 Case TwoMounts() {
   Case c;
@@ -34,7 +24,7 @@ Case TwoMounts() {
 }
 
 TEST(CaseDir, a_path_canary_mount_carries_its_token_in_its_directory_name) {
-  WorkRoot root;
+  TempDir root("case-dir-test");
   auto dir = CaseDir::Create(root.path(), TwoMounts());
   ASSERT_TRUE(dir) << dir.error().ToString();
   auto tokens = dir->PathTokens();
@@ -42,13 +32,11 @@ TEST(CaseDir, a_path_canary_mount_carries_its_token_in_its_directory_name) {
   const std::string& token = tokens.at("mount_path:in");
   EXPECT_TRUE(token.starts_with("SMOLVM-CANARY-")) << token;
   EXPECT_EQ(dir->MountDir("in"), dir->root() + "/mounts/in-" + token);
-  std::ifstream planted(dir->MountDir("in") + "/data.txt");
-  std::string content((std::istreambuf_iterator<char>(planted)), std::istreambuf_iterator<char>());
-  EXPECT_EQ(content, "planted\n");
+  EXPECT_EQ(ReadFileOrEmpty(dir->MountDir("in") + "/data.txt"), "planted\n");
 }
 
 TEST(CaseDir, other_mounts_keep_their_plain_names) {
-  WorkRoot root;
+  TempDir root("case-dir-test");
   auto dir = CaseDir::Create(root.path(), TwoMounts());
   ASSERT_TRUE(dir) << dir.error().ToString();
   EXPECT_EQ(dir->MountDir("out"), dir->root() + "/mounts/out");
@@ -56,7 +44,7 @@ TEST(CaseDir, other_mounts_keep_their_plain_names) {
 }
 
 TEST(CaseDir, each_case_gets_a_fresh_token) {
-  WorkRoot root;
+  TempDir root("case-dir-test");
   auto first = CaseDir::Create(root.path(), TwoMounts());
   auto second = CaseDir::Create(root.path(), TwoMounts());
   ASSERT_TRUE(first && second);

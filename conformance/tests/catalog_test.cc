@@ -3,12 +3,11 @@
 #include "battery/catalog.h"
 
 #include <gtest/gtest.h>
-#include <stdlib.h>
 
-#include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
+
+#include "test_support.h"
 
 namespace smolvm_check {
 namespace {
@@ -19,26 +18,18 @@ using nlohmann::json;
 class CatalogDir {
  public:
   CatalogDir() {
-    char templ[] = "/tmp/catalog-test-XXXXXX";
-    dir_ = mkdtemp(templ);
-    std::filesystem::create_directories(dir_ + "/python");
-    std::ofstream(dir_ + "/python/loop.py") << "while True: pass\n";
-    std::ofstream(dir_ + "/python/hello.py") << "print('hello')\n";
+    dir_.Write("python/loop.py", "while True: pass\n");
+    dir_.Write("python/hello.py", "print('hello')\n");
   }
-  ~CatalogDir() { std::filesystem::remove_all(dir_); }
 
-  std::string Write(const std::string& text) const {
-    std::string path = dir_ + "/catalog.json";
-    std::ofstream(path) << text;
-    return path;
-  }
+  std::string Write(const std::string& text) const { return dir_.Write("catalog.json", text); }
   std::string WriteCases(const json& cases) const {
     return Write(json{{"version", 1}, {"cases", cases}}.dump());
   }
-  const std::string& dir() const { return dir_; }
+  const std::string& dir() const { return dir_.path(); }
 
  private:
-  std::string dir_;
+  smolbox::testing::TempDir dir_{"catalog-test"};
 };
 
 json MinimalCase() {

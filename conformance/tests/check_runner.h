@@ -9,13 +9,14 @@
 namespace smolvm_check {
 
 struct Invocation {
-  int exit_code = -1;
+  int exit_code = -1;  // 128+N when killed by signal N
   std::string out;
   std::string err;
   nlohmann::json report;  // stdout, parsed, when it is JSON
 };
 
-// Runs smolvm-check ARGS with stdout and stderr to files, so neither pipe can fill up.
+// Runs smolvm-check ARGS to completion (RunProgram: stdin from /dev/null, stdout and stderr in
+// memory files, so neither can fill up or be held open by a sandbox it started).
 Invocation RunCheck(std::vector<std::string> args);
 
 }  // namespace smolvm_check

@@ -1,37 +1,31 @@
 #include "launch/host_files.h"
 
 #include <sys/stat.h>
-#include <unistd.h>
 
-#include <cstdlib>
 #include <filesystem>
-#include <fstream>
 
 #include <gtest/gtest.h>
+
+#include "test_support.h"
 
 namespace smolvm_check {
 namespace {
 
 namespace fs = std::filesystem;
 
+using smolbox::testing::TempDir;
+
+// The directory read beneath, and a sibling of it outside.
 class HostFiles : public ::testing::Test {
  protected:
   void SetUp() override {
-    char pattern[] = "/tmp/host-files-XXXXXX";
-    ASSERT_NE(mkdtemp(pattern), nullptr);
-    dir_ = pattern;
-    outside_ = dir_ + "-outside";
-    fs::create_directories(outside_);
-    std::ofstream(outside_ + "/secret") << "host secret";
-    fs::create_directories(dir_ + "/sub");
-    std::ofstream(dir_ + "/sub/out.txt") << "result";
+    elsewhere_.Write("secret", "host secret");
+    beneath_.Write("sub/out.txt", "result");
   }
-  void TearDown() override {
-    fs::remove_all(dir_);
-    fs::remove_all(outside_);
-  }
-  std::string dir_;
-  std::string outside_;
+  TempDir beneath_{"host-files"};
+  TempDir elsewhere_{"host-files-outside"};
+  std::string dir_ = beneath_.path();
+  std::string outside_ = elsewhere_.path();
 };
 
 TEST_F(HostFiles, reads_a_regular_file_beneath_the_directory) {

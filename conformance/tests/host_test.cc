@@ -4,7 +4,6 @@
 
 #include <gtest/gtest.h>
 #include <stdlib.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -12,11 +11,11 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include "cli/host_command.h"
+#include "test_support.h"
 
 namespace smolvm_check {
 namespace {
@@ -24,6 +23,8 @@ namespace {
 namespace fs = std::filesystem;
 using smolbox::host::HostReport;
 using smolbox::host::Level;
+using smolbox::testing::ReadFileOrEmpty;
+using smolbox::testing::TempDir;
 
 const std::string kFixtures =
     std::string(SMOLVM_CHECK_SOURCE_DIR) + "/conformance/tests/fixtures/host";
@@ -218,7 +219,8 @@ TEST(HostFixture, skipped_live_checks_say_why) {
 }
 
 TEST(HostVmNeeds, a_qemu_with_microvm_and_built_artifacts_make_tcg_host_ready) {
-  fs::path dir = fs::temp_directory_path() / ("host-test-" + std::to_string(getpid()));
+  TempDir tmp("host-test");
+  fs::path dir = tmp.path();
   fs::create_directories(dir / "bin");
   fs::create_directories(dir / "guest");
   std::ofstream(dir / "bin/qemu-system-x86_64")
@@ -243,7 +245,6 @@ TEST(HostVmNeeds, a_qemu_with_microvm_and_built_artifacts_make_tcg_host_ready) {
   const auto& tcg = r.backends.at(1);
   EXPECT_EQ(tcg.name, "vm (tcg)");
   EXPECT_EQ(tcg.host_ready, tcg.reason == "runs here with --accel tcg") << tcg.reason;
-  fs::remove_all(dir);
 }
 
 struct Outcome {
@@ -251,34 +252,24 @@ struct Outcome {
   std::string out, err;
 };
 
-std::string Slurp(const fs::path& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
-// The real binary, its stdout a file (never a TTY), no QEMU on PATH.
-Outcome RunBinary(const std::string& args, const std::string& env = "NO_COLOR=1") {
-  fs::path dir = fs::temp_directory_path() / ("host-run-" + std::to_string(getpid()));
-  fs::create_directories(dir);
-  std::string cmd = env + " PATH=/nonexistent " + kBinary + " host " + args + " >" +
-                    (dir / "out").string() + " 2>" + (dir / "err").string() + " </dev/null";
-  int status = std::system(cmd.c_str());
-  Outcome run{WIFEXITED(status) ? WEXITSTATUS(status) : -1, Slurp(dir / "out"), Slurp(dir / "err")};
-  fs::remove_all(dir);
-  return run;
+// The real binary, its stdout a memory file (never a TTY), no QEMU on PATH.
+Outcome RunBinary(std::vector<std::string> args, const std::string& env = "NO_COLOR=1") {
+  args.insert(args.begin(), {kBinary, "host"});
+  smolbox::testing::ProgramOptions options;
+  options.extra_env = {env, "PATH=/nonexistent"};
+  auto run = smolbox::testing::RunProgram(args, options);
+  return {run.exit_code, run.out, run.err};
 }
 
 bool CpuHasVirtualization() {
-  std::string cpuinfo = Slurp("/proc/cpuinfo");
+  std::string cpuinfo = ReadFileOrEmpty("/proc/cpuinfo");
   return cpuinfo.find(" vmx") != std::string::npos || cpuinfo.find(" svm") != std::string::npos;
 }
 
 TEST(HostLive, this_machine_reports_no_hardware_isolation_and_names_the_fallback) {
   if (CpuHasVirtualization())
     GTEST_SKIP() << "this machine's CPU has vmx/svm: the no-KVM case does not apply";
-  Outcome run = RunBinary("");
+  Outcome run = RunBinary({});
   EXPECT_EQ(run.code, 1) << run.out << run.err;
   EXPECT_NE(run.out.find("CPU: hardware virtualization flags: FAIL"), std::string::npos) << run.out;
   // Where /dev/kvm exists at all, it must not be mistaken for hardware isolation.
@@ -327,7 +318,7 @@ TEST(HostLive, live_checks_run_live) {
 }
 
 TEST(HostCommand, json_has_sections_backends_verdict_and_the_exit_code) {
-  Outcome run = RunBinary("--json --root " + kFixtures + "/kvm-inaccessible");
+  Outcome run = RunBinary({"--json", "--root", kFixtures + "/kvm-inaccessible"});
   EXPECT_EQ(run.code, 1) << run.err;
   auto j = nlohmann::json::parse(run.out);
   EXPECT_EQ(j.at("root"), kFixtures + "/kvm-inaccessible");
@@ -359,13 +350,13 @@ TEST(HostCommand, json_has_sections_backends_verdict_and_the_exit_code) {
 }
 
 TEST(HostCommand, exit_code_is_zero_where_kvm_is_usable) {
-  EXPECT_EQ(RunBinary("--root " + kFixtures + "/github-runner").code, 0);
-  EXPECT_EQ(RunBinary("--root " + kFixtures + "/this-machine").code, 1);
+  EXPECT_EQ(RunBinary({"--root", kFixtures + "/github-runner"}).code, 0);
+  EXPECT_EQ(RunBinary({"--root", kFixtures + "/this-machine"}).code, 1);
 }
 
 TEST(HostCommand, no_escape_codes_off_a_tty_or_with_no_color) {
   for (const char* env : {"NO_COLOR=1", "NO_COLOR="}) {
-    Outcome run = RunBinary("--root " + kFixtures + "/kvm-inaccessible", env);
+    Outcome run = RunBinary({"--root", kFixtures + "/kvm-inaccessible"}, env);
     EXPECT_EQ(run.out.find('\033'), std::string::npos) << env;
     EXPECT_NE(run.out.find("KVM: /dev/kvm is accessible: FAIL (0660 root:kvm"), std::string::npos)
         << run.out;
@@ -376,25 +367,25 @@ TEST(HostCommand, no_escape_codes_off_a_tty_or_with_no_color) {
 }
 
 TEST(HostCommand, a_bad_root_exits_2_with_a_clear_message) {
-  Outcome missing = RunBinary("--root /nonexistent/fixture");
+  Outcome missing = RunBinary({"--root", "/nonexistent/fixture"});
   EXPECT_EQ(missing.code, 2);
   EXPECT_EQ(missing.err, "smolvm-check host: --root /nonexistent/fixture: no such directory\n");
   EXPECT_EQ(missing.out, "");
-  Outcome not_fixture = RunBinary("--root " + kFixtures);
+  Outcome not_fixture = RunBinary({"--root", kFixtures});
   EXPECT_EQ(not_fixture.code, 2);
   EXPECT_EQ(not_fixture.err, "smolvm-check host: --root " + kFixtures +
                                  ": no proc/ below it, so it is not a host fixture\n");
-  fs::path dir = fs::temp_directory_path() / ("host-bad-" + std::to_string(getpid()));
+  TempDir tmp("host-bad");
+  fs::path dir = tmp.path();
   fs::create_directories(dir / "proc");
-  Outcome no_host_json = RunBinary("--root " + dir.string());
+  Outcome no_host_json = RunBinary({"--root", dir.string()});
   EXPECT_EQ(no_host_json.code, 2);
   EXPECT_NE(no_host_json.err.find("host.json: missing"), std::string::npos) << no_host_json.err;
   std::ofstream(dir / "host.json") << "{\"uid\": ";
   std::ofstream(dir / "stat.json") << "{}";
-  Outcome bad_json = RunBinary("--root " + dir.string());
+  Outcome bad_json = RunBinary({"--root", dir.string()});
   EXPECT_EQ(bad_json.code, 2);
   EXPECT_NE(bad_json.err.find("host.json"), std::string::npos) << bad_json.err;
-  fs::remove_all(dir);
 }
 
 // The checks a fixture cannot replay: ioctls, a real unshare, and Landlock's syscall.
@@ -403,8 +394,8 @@ const std::set<std::string> kLiveOnly = {
     "Namespaces: unprivileged user namespace", "Kernel: Landlock"};
 
 TEST(HostCapture, a_captured_fixture_replays_like_the_live_probe) {
-  fs::path dir = fs::temp_directory_path() / ("host-capture-" + std::to_string(getpid()));
-  fs::remove_all(dir);
+  TempDir tmp("host-capture");
+  fs::path dir = fs::path(tmp.path()) / "fixture";
   std::string cmd = "SMOLVM_CHECK=" + kBinary + " " + SMOLVM_CHECK_SOURCE_DIR +
                     "/scripts/capture-host-fixture " + dir.string() + " >/dev/null";
   ASSERT_EQ(std::system(cmd.c_str()), 0);
@@ -426,7 +417,6 @@ TEST(HostCapture, a_captured_fixture_replays_like_the_live_probe) {
     EXPECT_EQ(replay_paths[i].path, live_paths[i].path);
     EXPECT_EQ(replay_paths[i].kind, live_paths[i].kind) << live_paths[i].path;
   }
-  fs::remove_all(dir);
 }
 
 }  // namespace

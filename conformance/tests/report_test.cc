@@ -3,13 +3,14 @@
 #include "battery/report.h"
 
 #include <gtest/gtest.h>
-#include <stdlib.h>
 #include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
+
+#include "test_support.h"
 
 namespace smolvm_check {
 namespace {
@@ -243,9 +244,8 @@ TEST(PrintTable, paints_passes_green_and_failures_red_only_with_color) {
 // Files and host
 
 TEST(WriteReports, creates_the_directory_and_writes_the_three_reports) {
-  char templ[] = "/tmp/report-test-XXXXXX";
-  std::string root = mkdtemp(templ);
-  std::string dir = root + "/nested/reports";
+  smolbox::testing::TempDir root("report-test");
+  std::string dir = root.path() + "/nested/reports";
   auto ok = WriteReports(Sample(), dir);
   ASSERT_TRUE(ok) << ok.error().ToString();
   std::ifstream in(dir + "/report.json");
@@ -253,7 +253,6 @@ TEST(WriteReports, creates_the_directory_and_writes_the_three_reports) {
   EXPECT_EQ(j["summary"]["total"], 5);
   EXPECT_TRUE(std::filesystem::exists(dir + "/junit.xml"));
   EXPECT_TRUE(std::filesystem::exists(dir + "/report.md"));
-  std::filesystem::remove_all(root);
 }
 
 TEST(WriteReports, names_the_path_it_cannot_create) {

@@ -183,33 +183,4 @@ std::optional<int> AgentProcess::WaitExit(std::chrono::milliseconds timeout) {
   return exit_status_;
 }
 
-std::string RunDirect(const std::vector<std::string>& argv, int* wait_status, const std::function<void()>& in_child) {
-  int out[2];
-  if (pipe2(out, O_CLOEXEC) != 0) return "";
-  pid_t pid = fork();
-  if (pid == 0) {
-    dup2(out[1], 1);
-    int null = open("/dev/null", O_RDONLY);
-    dup2(null, 0);
-    if (in_child) in_child();
-    std::vector<char*> args;
-    for (const auto& arg : argv) args.push_back(const_cast<char*>(arg.c_str()));
-    args.push_back(nullptr);
-    execv(args[0], args.data());
-    _exit(127);
-  }
-  close(out[1]);
-  std::string text;
-  char buffer[4096];
-  for (ssize_t n; (n = read(out[0], buffer, sizeof buffer)) > 0;) text.append(buffer, n);
-  close(out[0]);
-  int status = 0;
-  waitpid(pid, &status, 0);
-  if (wait_status != nullptr) *wait_status = status;
-  return text;
-}
-
-bool GroupAlive(pid_t pgid) { return pgid > 1 && kill(-pgid, 0) == 0; }
-bool ProcessAlive(pid_t pid) { return pid > 1 && kill(pid, 0) == 0; }
-
 }  // namespace smolbox::testing

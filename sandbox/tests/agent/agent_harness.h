@@ -10,7 +10,6 @@
 #include <sys/types.h>
 
 #include <chrono>
-#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -72,14 +71,5 @@ class AgentProcess {
   bool ready_ = false;
   std::optional<int> exit_status_;
 };
-
-// Runs a program directly, with no agent and no policy; returns its stdout. in_child, if given,
-// runs in the forked child just before execv (and may _exit to report a failed step).
-std::string RunDirect(const std::vector<std::string>& argv, int* wait_status = nullptr,
-                      const std::function<void()>& in_child = {});
-
-// True while any process is in process group `pgid` (zombies included).
-bool GroupAlive(pid_t pgid);
-bool ProcessAlive(pid_t pid);
 
 }  // namespace smolbox::testing

@@ -6,6 +6,7 @@
 #include <csignal>
 
 #include "agent_harness.h"
+#include "test_support.h"
 
 namespace smolbox::testing {
 namespace {
@@ -108,8 +109,7 @@ TEST(AgentLifecycle, a_cancel_read_together_with_its_exec_ends_it) {
 }
 
 TEST(AgentLifecycle, refuses_to_start_without_a_channel) {
-  int status = 0;
-  RunDirect({kAgentPath}, &status);
+  int status = RunProgram({kAgentPath}).wait_status;
   EXPECT_TRUE(WIFEXITED(status));
   EXPECT_EQ(WEXITSTATUS(status), 2);
 }

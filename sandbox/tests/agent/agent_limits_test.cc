@@ -5,6 +5,7 @@
 #include <charconv>
 
 #include "agent_harness.h"
+#include "test_support.h"
 
 namespace smolbox::testing {
 namespace {

@@ -9,6 +9,7 @@
 
 #include "agent_harness.h"
 #include "seccomp_policy.h"
+#include "test_support.h"
 
 namespace smolbox::testing {
 namespace {
@@ -27,10 +28,12 @@ std::string ProbeLine(const std::string& probe, const std::string& result) {
 std::string RunUnderPolicyOnly(const std::vector<std::string>& argv) {
   auto program = agent::CompileSeccompPolicy();
   if (!program) return "compile: " + program.error().ToString();
-  return RunDirect(argv, nullptr, [&] {
+  ProgramOptions options;
+  options.in_child = [&] {
     if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) _exit(126);
     if (agent::LoadSeccompProgram(*program) != 0) _exit(126);
-  });
+  };
+  return RunProgram(argv, options).out;
 }
 
 // A syscall denied as if it did not exist, on a kernel where it does not.
@@ -44,7 +47,7 @@ class SeccompDenial : public ::testing::TestWithParam<Denial> {};
 TEST_P(SeccompDenial, is_refused_inside_the_agent_but_not_outside) {
   const Denial& denial = GetParam();
   std::string denied = ProbeLine(denial.probe, std::string("errno=") + denial.errno_name);
-  std::string outside = RunDirect({kProbePath, denial.probe});
+  std::string outside = RunProgram({kProbePath, denial.probe}).out;
   if (DeniedAsMissing(denial, outside)) {
     GTEST_SKIP() << denial.probe << " is newer than this kernel";
   }
@@ -99,7 +102,7 @@ TEST_P(SeccompDenialOfACapability, is_refused_even_to_root_holding_every_capabil
   if (geteuid() != 0) GTEST_SKIP() << "needs root, for the capability";
   std::string denied = ProbeLine(denial.probe, std::string("errno=") + denial.errno_name);
   EXPECT_EQ(RunUnderPolicyOnly({kProbePath, denial.probe}), denied);
-  std::string outside = RunDirect({kProbePath, denial.probe});
+  std::string outside = RunProgram({kProbePath, denial.probe}).out;
   EXPECT_NE(outside, denied) << "the probe cannot tell the policy from the host";
   EXPECT_NE(outside, "") << "the probe did not run outside the policy";
 }
@@ -129,10 +132,9 @@ TEST(SeccompPolicy, allows_fork_and_pipes_through_plain_clone) {
 
 // A foreign ABI is not filtered syscall by syscall: the whole process dies.
 void ExpectKilledInsideOnly(const char* probe) {
-  int status = 0;
-  std::string outside = RunDirect({kProbePath, probe}, &status);
-  if (!WIFEXITED(status)) GTEST_SKIP() << probe << " does not reach the kernel here at all";
-  EXPECT_NE(outside, "");
+  ProgramRun outside = RunProgram({kProbePath, probe});
+  if (!WIFEXITED(outside.wait_status)) GTEST_SKIP() << probe << " does not reach the kernel here at all";
+  EXPECT_NE(outside.out, "");
   AgentProcess agent;
   ExecResult inside = agent.Run(Request({kProbePath, probe}));
   EXPECT_EQ(inside.report.status, Status::kViolation);

@@ -11,7 +11,7 @@
 #include <sstream>
 
 #include "ns/cgroup.h"
-#include "smolbox_runner.h"
+#include "test_support.h"
 
 namespace smolbox::testing {
 namespace {

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "smolbox_runner.h"
+#include "test_support.h"
 
 namespace smolbox::testing {
 namespace {

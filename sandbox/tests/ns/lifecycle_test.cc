@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "smolbox_runner.h"
+#include "test_support.h"
 
 namespace smolbox::testing {
 namespace {

@@ -3,6 +3,7 @@
 #include <sys/statvfs.h>
 
 #include "smolbox_runner.h"
+#include "test_support.h"
 
 namespace smolbox::testing {
 namespace {

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "smolbox_runner.h"
+#include "test_support.h"
 
 namespace smolbox::testing {
 namespace {

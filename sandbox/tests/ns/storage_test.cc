@@ -8,6 +8,7 @@
 #include <fstream>
 
 #include "smolbox_runner.h"
+#include "test_support.h"
 
 namespace smolbox::testing {
 namespace {
@@ -72,9 +73,7 @@ TEST_F(StorageTemplate, a_symlink_in_place_of_the_template_is_not_followed) {
   ASSERT_EQ(symlink(decoy.c_str(), kTemplate), 0);
   ExpectStorageWorks();
   ExpectSoundTemplate();
-  std::ifstream in(decoy);
-  std::string content((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  EXPECT_EQ(content, "not a filesystem\n");
+  EXPECT_EQ(ReadFileOrEmpty(decoy), "not a filesystem\n");
 }
 
 TEST(Storage, templates_of_many_sizes_keep_only_the_eight_used_last) {

@@ -7,9 +7,9 @@
 
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 
 #include "smolbox_runner.h"
+#include "test_support.h"
 
 namespace smolbox::testing {
 namespace {
@@ -45,7 +45,7 @@ struct NamedSource {
 
   NamedSource() {
     std::filesystem::create_directory(path);
-    std::ofstream(path + "/data.csv") << "a,b\n";
+    WriteFile(path + "/data.csv", "a,b\n");
   }
 };
 
@@ -106,7 +106,7 @@ TEST(Volumes, a_ro_volume_with_a_mount_inside_is_bound_as_is_with_a_warning) {
   std::string inner = source.path + "/inner";
   std::filesystem::create_directory(inner);
   ASSERT_EQ(mount("tmpfs", inner.c_str(), "tmpfs", 0, "size=64k"), 0) << strerror(errno);
-  std::ofstream(inner + "/mounted.txt") << "mounted\n";
+  WriteFile(inner + "/mounted.txt", "mounted\n");
   auto run = RunJson({"-v", source.path + ":/in:ro"}, {"/bin/cat", "/in/inner/mounted.txt"});
   umount2(inner.c_str(), MNT_DETACH);
   ASSERT_EQ(run.result["status"], "exited") << run.out << run.err;

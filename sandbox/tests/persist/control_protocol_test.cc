@@ -8,21 +8,13 @@
 
 #include <string>
 
+#include "test_support.h"
 #include "unique_fd.h"
 
 namespace smolbox::persist {
 namespace {
 
-void PutU32(std::string& out, uint32_t value) {
-  for (int i = 0; i < 4; ++i) out.push_back(static_cast<char>((value >> (8 * i)) & 0xff));
-}
-
-std::string RawFrame(const std::string& header) {
-  std::string frame;
-  PutU32(frame, static_cast<uint32_t>(4 + header.size()));
-  PutU32(frame, static_cast<uint32_t>(header.size()));
-  return frame + header;
-}
+using smolbox::testing::RawFrame;
 
 // What ReceiveResult makes of these frames, sent by a keeper that then hangs up.
 std::string ReceiveAfter(const std::string& frames) {

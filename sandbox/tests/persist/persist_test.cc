@@ -19,7 +19,8 @@
 
 #include "client.h"
 #include "sandbox_state.h"
-#include "ns/smolbox_runner.h"
+#include "smolbox_runner.h"
+#include "test_support.h"
 
 namespace smolbox::testing {
 namespace {
@@ -72,12 +73,6 @@ pid_t KeeperPid(const std::string& name) {
   return info.is_object() ? info.value("keeper_pid", 0) : 0;
 }
 
-bool Running(pid_t pid) {
-  std::string stat = ReadFileOrEmpty("/proc/" + std::to_string(pid) + "/stat");
-  auto close = stat.rfind(')');
-  return close != std::string::npos && stat.size() > close + 2 && stat[close + 2] != 'Z' && stat[close + 2] != 'X';
-}
-
 std::vector<pid_t> ChildrenOf(pid_t pid) {
   std::vector<pid_t> out;
   std::istringstream in(ReadFileOrEmpty(fmt::format("/proc/{}/task/{}/children", pid, pid)));
@@ -110,17 +105,13 @@ std::vector<std::string> CgroupsNamed(const std::string& fragment) {
   return found;
 }
 
-void WaitUntil(const std::function<bool()>& done, int tenths = 100) {
-  for (int i = 0; i < tenths && !done(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
-}
-
 // Everything a sandbox held is gone: keeper and its children, state dir, run dir, cgroups.
 void ExpectNoTrace(const std::string& name, pid_t keeper, const std::vector<pid_t>& children, const std::string& run_id) {
   EXPECT_FALSE(std::filesystem::exists(std::string(kSandboxes) + "/" + name)) << "state dir left";
-  WaitUntil([&] { return !Running(keeper); }, 50);
+  WaitUntil([&] { return !Running(keeper); }, std::chrono::seconds(5));
   EXPECT_FALSE(Running(keeper)) << "keeper left running";
   for (pid_t child : children) {
-    WaitUntil([&] { return !Running(child); }, 50);
+    WaitUntil([&] { return !Running(child); }, std::chrono::seconds(5));
     EXPECT_FALSE(Running(child)) << "the keeper's child " << child << " left running";
   }
   ASSERT_FALSE(run_id.empty());
@@ -199,7 +190,7 @@ TEST(Persistent, a_second_exec_while_one_runs_is_told_the_sandbox_is_busy) {
   Sandbox box({"--backend", "ns"});
   ASSERT_EQ(box.created().exit_code, 0) << box.created().err;
   std::thread slow([&] { Exec(box.name(), {}, {"/bin/sleep", "3"}); });
-  WaitUntil([&] { return Listed(box.name()).value("status", "") == "busy"; }, 30);
+  WaitUntil([&] { return Listed(box.name()).value("status", "") == "busy"; }, std::chrono::seconds(3));
   EXPECT_EQ(Listed(box.name()).value("status", ""), "busy");
   auto second = Exec(box.name(), {}, {"/bin/echo", "second"});
   EXPECT_EQ(second.exit_code, 125);
@@ -269,7 +260,7 @@ TEST(Persistent, a_sandbox_whose_agent_died_is_dead_refuses_execs_and_rm_cleans_
   std::string run_id = RunIdOf(keeper);
   ASSERT_EQ(children.size(), 1u);
   kill(children[0], SIGKILL);
-  WaitUntil([&] { return Listed(box.name()).value("status", "") == "dead"; }, 50);
+  WaitUntil([&] { return Listed(box.name()).value("status", "") == "dead"; }, std::chrono::seconds(5));
   auto listed = Listed(box.name());
   EXPECT_EQ(listed.value("status", ""), "dead") << listed;
   EXPECT_NE(listed.value("reason", "").find("agent"), std::string::npos) << listed;
@@ -289,7 +280,7 @@ TEST(Persistent, a_killed_keeper_shows_dead_takes_its_agent_along_and_rm_cleans_
   auto children = ChildrenOf(keeper);
   std::string run_id = RunIdOf(keeper);
   kill(keeper, SIGKILL);
-  WaitUntil([&] { return !Running(keeper); });
+  WaitUntil([&] { return !Running(keeper); }, std::chrono::seconds(10));
   auto listed = Listed(box.name());
   EXPECT_EQ(listed.value("status", ""), "dead") << listed;
   EXPECT_NE(listed.value("reason", "").find("keeper"), std::string::npos) << listed;
@@ -306,7 +297,7 @@ TEST(Persistent, rm_force_ends_a_sandbox_in_the_middle_of_an_exec) {
   std::string run_id = RunIdOf(keeper);
   Invocation slow;
   std::thread exec([&] { slow = Exec(box.name(), {}, {"/bin/sleep", "30"}); });
-  WaitUntil([&] { return Listed(box.name()).value("status", "") == "busy"; }, 30);
+  WaitUntil([&] { return Listed(box.name()).value("status", "") == "busy"; }, std::chrono::seconds(3));
   auto rm = RunSmolbox({"rm", "--force", box.name()});
   exec.join();
   EXPECT_EQ(rm.exit_code, 0) << rm.err;
@@ -335,11 +326,11 @@ TEST(Persistent, an_exec_whose_caller_is_interrupted_ends_and_the_sandbox_serves
   std::string marker = RandomToken();
   pid_t client = SpawnSleepingExec(box.name(), marker);
   // The client's own command line holds the marker too.
-  WaitUntil([&] { return CountProcessesWith(marker) >= 2; });
+  WaitUntil([&] { return CountProcessesWith(marker) >= 2; }, std::chrono::seconds(10));
   ASSERT_GE(CountProcessesWith(marker), 2) << "the workload never started";
   kill(client, SIGINT);  // Ctrl-C
   waitpid(client, nullptr, 0);
-  WaitUntil([&] { return CountProcessesWith(marker) == 0; }, 50);
+  WaitUntil([&] { return CountProcessesWith(marker) == 0; }, std::chrono::seconds(5));
   EXPECT_EQ(CountProcessesWith(marker), 0) << "the workload outlived its caller";
   EXPECT_EQ(Listed(box.name()).value("status", ""), "running");
   auto next = Exec(box.name(), {}, {"/bin/echo", "next"});
@@ -408,12 +399,6 @@ TEST(Persistent, an_unprivileged_user_gets_a_persistent_sandbox_of_its_own) {
   EXPECT_NE(gone.err.find("no sandbox named"), std::string::npos) << gone.err;
 }
 
-int CountOpenFds() {
-  int count = 0;
-  for ([[maybe_unused]] const auto& entry : std::filesystem::directory_iterator("/proc/self/fd")) ++count;
-  return count;
-}
-
 int CountBoundLoopDevices() {
   int count = 0;
   for (const auto& entry : std::filesystem::directory_iterator("/sys/block")) {
@@ -452,14 +437,14 @@ TEST(Persistent, removing_50_sandboxes_in_a_row_leaks_no_fd_mount_cgroup_loop_de
   };
   EXPECT_GE(ours().size(), static_cast<size_t>(kCount)) << "each sandbox has its cgroups";
   // Removed by this process, through the same call smolbox rm makes, so that its fds count.
-  int fds_before = CountOpenFds();
+  size_t fds_before = OpenFdCount();
   for (const auto& name : names) {
     auto removed = persist::RemoveSandbox(name, false);
     EXPECT_TRUE(removed) << name << ": " << (removed ? "" : removed.error().ToString());
   }
-  EXPECT_EQ(CountOpenFds(), fds_before);
+  EXPECT_EQ(OpenFdCount(), fds_before);
   for (pid_t keeper : keepers) {
-    WaitUntil([&] { return !Running(keeper); }, 20);
+    WaitUntil([&] { return !Running(keeper); }, std::chrono::seconds(2));
     EXPECT_FALSE(Running(keeper));
   }
   EXPECT_EQ(CountLines("/proc/self/mountinfo"), mounts_before);
@@ -498,7 +483,7 @@ TEST(PersistentVm, a_vm_sandbox_serves_warm_execs_keeps_its_state_and_dies_with_
   // finds it running.
   std::string marker = RandomToken();
   pid_t client = SpawnSleepingExec(box.name(), marker);
-  WaitUntil([&] { return Listed(box.name()).value("status", "") == "busy"; }, 50);
+  WaitUntil([&] { return Listed(box.name()).value("status", "") == "busy"; }, std::chrono::seconds(5));
   std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // until the guest runs it
   kill(client, SIGINT);
   waitpid(client, nullptr, 0);
@@ -511,7 +496,7 @@ TEST(PersistentVm, a_vm_sandbox_serves_warm_execs_keeps_its_state_and_dies_with_
   EXPECT_EQ(after.result.value("stdout", ""), "0\n") << after.out << after.err;
   EXPECT_LT(after.seconds, 10.0) << "waited for the interrupted exec";
   kill(children[0], SIGKILL);
-  WaitUntil([&] { return Listed(box.name()).value("status", "") == "dead"; }, 50);
+  WaitUntil([&] { return Listed(box.name()).value("status", "") == "dead"; }, std::chrono::seconds(5));
   auto listed = Listed(box.name());
   EXPECT_EQ(listed.value("status", ""), "dead") << listed;
   EXPECT_NE(listed.value("reason", "").find("QEMU"), std::string::npos) << listed;

@@ -10,29 +10,16 @@
 #include "exec_protocol.h"
 #include "guest_protocol.h"
 #include "json_bounds.h"
+#include "test_support.h"
 #include "unique_fd.h"
 
 namespace smolbox::channel {
 namespace {
 
 using nlohmann::json;
-
-template <typename T>
-std::string ErrorOf(const Expected<T>& result) {
-  return result ? std::string("<no error>") : result.error().ToString();
-}
-
-void PutU32(std::string& out, uint32_t value) {
-  for (int i = 0; i < 4; ++i) out.push_back(static_cast<char>((value >> (8 * i)) & 0xff));
-}
-
-// A frame as a peer may send it: any header text, any tail.
-std::string RawFrame(const std::string& header, const std::string& tail = "") {
-  std::string frame;
-  PutU32(frame, static_cast<uint32_t>(4 + header.size() + tail.size()));
-  PutU32(frame, static_cast<uint32_t>(header.size()));
-  return frame + header + tail;
-}
+using smolbox::testing::ErrorOf;
+using smolbox::testing::PutU32;
+using smolbox::testing::RawFrame;
 
 std::string DeepHeader(int depth) {
   return R"({"type": "exit", "x": )" + std::string(depth, '[') + std::string(depth, ']') + "}";

@@ -5,15 +5,13 @@
 #include <chrono>
 #include <string>
 
+#include "test_support.h"
+
 namespace smolbox {
 namespace {
 
 using nlohmann::json;
-
-template <typename T>
-std::string ErrorOf(const Expected<T>& result) {
-  return result ? std::string("<no error>") : result.error().ToString();
-}
+using smolbox::testing::ErrorOf;
 
 std::string Nested(int depth) { return std::string(depth, '[') + std::string(depth, ']'); }
 

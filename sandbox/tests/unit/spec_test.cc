@@ -11,19 +11,18 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <limits>
 #include <string>
+
+#include "test_support.h"
 
 namespace smolbox {
 namespace {
 
 using namespace std::string_literals;
 
-template <typename T>
-std::string ErrorOf(const Expected<T>& result) {
-  return result ? std::string("<no error>") : result.error().ToString();
-}
+using smolbox::testing::ErrorOf;
+using smolbox::testing::TempDir;
 
 std::string ParseError(const std::string& json) { return ErrorOf(ParseRunSpec(json)); }
 
@@ -270,26 +269,21 @@ TEST(ParseRunSpec, refuses_a_spec_of_more_values_than_any_command_could_take) {
 class ValidateRunSpecTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    const char* tmp = std::getenv("TMPDIR");
-    std::string tmpl = std::string(tmp && *tmp ? tmp : "/tmp") + "/smolbox-spec-test.XXXXXX";
-    ASSERT_NE(mkdtemp(tmpl.data()), nullptr);
-    dir_ = tmpl;
-    std::filesystem::create_directory(dir_ + "/dir");
-    std::ofstream(dir_ + "/file") << "hello";
-    std::filesystem::create_symlink(dir_ + "/dir", dir_ + "/link");
-    ASSERT_EQ(mkfifo((dir_ + "/fifo").c_str(), 0600), 0);
+    std::filesystem::create_directory(Path("dir"));
+    dir_.Write("file", "hello");
+    std::filesystem::create_symlink(Path("dir"), Path("link"));
+    ASSERT_EQ(mkfifo(Path("fifo").c_str(), 0600), 0);
     spec_.argv = {"/bin/true"};
   }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
 
-  std::string Path(const std::string& name) const { return dir_ + "/" + name; }
+  std::string Path(const std::string& name) const { return dir_.path() + "/" + name; }
   std::string ValidateError() const { return ErrorOf(ValidateRunSpec(spec_)); }
   std::string WithMount(std::string source, std::string target) {
     spec_.mounts.push_back(Mount{std::move(source), std::move(target), false});
     return ValidateError();
   }
 
-  std::string dir_;
+  TempDir dir_{"smolbox-spec-test"};
   RunSpec spec_;
 };
 

@@ -4,13 +4,12 @@
 
 #include <string>
 
+#include "test_support.h"
+
 namespace smolbox {
 namespace {
 
-template <typename T>
-std::string ErrorOf(const Expected<T>& result) {
-  return result ? std::string("<no error>") : result.error().ToString();
-}
+using smolbox::testing::ErrorOf;
 
 TEST(ParseDuration, accepts_milliseconds_seconds_minutes_and_hours) {
   EXPECT_EQ(ParseDuration("250ms"), 250);

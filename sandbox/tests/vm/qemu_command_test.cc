@@ -10,6 +10,8 @@
 #include <filesystem>
 #include <fstream>
 
+#include "test_support.h"
+
 namespace smolbox::vm {
 namespace {
 
@@ -129,33 +131,30 @@ TEST(ParseQemuVersion, reads_major_and_minor_and_rejects_anything_else) {
 class FakeQemu {
  public:
   FakeQemu() {
-    char dir_template[] = "/tmp/smolbox-fake-qemu-XXXXXX";
-    dir_ = mkdtemp(dir_template);
     Write("7.2.0");
     setenv("SMOLBOX_QEMU", path().c_str(), 1);
   }
   ~FakeQemu() {
     unsetenv("SMOLBOX_QEMU");
-    std::filesystem::remove_all(dir_);
   }
-  std::string path() const { return dir_ + "/qemu-system-x86_64"; }
+  std::string path() const { return dir_.path() + "/qemu-system-x86_64"; }
   // A new binary, as a package upgrade would leave: another file in its place.
   void Write(const std::string& version) {
     std::string temp = path() + ".new";
-    std::ofstream(temp) << "#!/bin/sh\necho asked >> " << dir_ << "/asked\necho 'QEMU emulator version " << version
+    std::ofstream(temp) << "#!/bin/sh\necho asked >> " << dir_.path() << "/asked\necho 'QEMU emulator version " << version
                         << " (fake)'\n";
     chmod(temp.c_str(), 0755);
     std::filesystem::rename(temp, path());
   }
   int asked() const {
-    std::ifstream in(dir_ + "/asked");
+    std::ifstream in(dir_.path() + "/asked");
     int lines = 0;
     for (std::string line; std::getline(in, line);) ++lines;
     return lines;
   }
 
  private:
-  std::string dir_;
+  smolbox::testing::TempDir dir_{"smolbox-fake-qemu"};
 };
 
 TEST(FindQemu, asks_a_binary_its_version_once_and_a_replaced_binary_again) {

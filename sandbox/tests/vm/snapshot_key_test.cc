@@ -5,7 +5,7 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
-#include "ns/smolbox_runner.h"
+#include "test_support.h"
 #include "vm/snapshot.h"
 
 namespace smolbox::vm {

@@ -13,7 +13,8 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
-#include "ns/smolbox_runner.h"
+#include "smolbox_runner.h"
+#include "test_support.h"
 
 namespace smolbox::testing {
 namespace {

@@ -14,8 +14,9 @@
 #include <gtest/gtest.h>
 
 #include "ns/ordinary_files.h"
-#include "ns/smolbox_runner.h"
 #include "smolbox/host.h"
+#include "smolbox_runner.h"
+#include "test_support.h"
 #include "vm/accel.h"
 
 namespace smolbox::testing {
@@ -51,18 +52,6 @@ std::vector<pid_t> ChildrenOf(pid_t parent) {
     }
   }
   return children;
-}
-
-bool Alive(pid_t pid) { return kill(pid, 0) == 0; }
-
-template <typename Condition>
-bool WaitUntil(Condition condition, std::chrono::seconds limit) {
-  auto deadline = std::chrono::steady_clock::now() + limit;
-  while (!condition()) {
-    if (std::chrono::steady_clock::now() > deadline) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
-  return true;
 }
 
 // `smolbox run --json --backend vm --accel tcg -- sleep 60` in the background, its JSON to
@@ -305,7 +294,7 @@ TEST(VmCleanup, a_killed_qemu_ends_the_run_and_leaves_nothing) {
   waitpid(smolbox, &status, 0);
   auto result = nlohmann::json::parse(json, nullptr, false);
   EXPECT_NE(result.value("status", ""), "exited") << json;
-  EXPECT_FALSE(Alive(qemu));
+  EXPECT_FALSE(ProcessAlive(qemu));
   EXPECT_LE(RunDirs(), dirs_before);
 }
 
@@ -315,7 +304,7 @@ TEST(VmCleanup, a_sigkilled_smolbox_takes_its_qemu_along_and_the_next_run_sweeps
   ASSERT_NE(qemu, 0) << "QEMU never started";
   kill(smolbox, SIGKILL);
   waitpid(smolbox, nullptr, 0);
-  EXPECT_TRUE(WaitUntil([&] { return !Alive(qemu); }, std::chrono::seconds(5))) << "QEMU outlived its runtime";
+  EXPECT_TRUE(WaitUntil([&] { return !ProcessAlive(qemu); }, std::chrono::seconds(5))) << "QEMU outlived its runtime";
   auto next = RunVm({}, {"/bin/true"});
   EXPECT_EQ(next.result["status"], "exited") << next.out << next.err;
   for (const auto& dir : fs::directory_iterator("/run/smolbox/runs")) {

@@ -1,4 +1,5 @@
-// Runs the real smolbox binary, as a user would, and parses its --json result.
+// Runs the real smolbox binary, as a user would, and parses its --json result: for the ns, vm
+// and persist suites. Its stdio are pipes, as a user's shell gives them, read while it runs.
 #pragma once
 
 #include <sys/types.h>
@@ -73,19 +74,5 @@ class LiveSmolbox {
 
 // Processes on the host whose command line contains `marker`.
 int CountProcessesWith(const std::string& marker);
-// A fresh directory under /tmp, removed with its contents by the destructor.
-class TempDir {
- public:
-  TempDir();
-  ~TempDir();
-  const std::string& path() const { return path_; }
-  std::string Write(const std::string& name, const std::string& content) const;
-
- private:
-  std::string path_;
-};
-
-std::string RandomToken();
-std::string ReadFileOrEmpty(const std::string& path);
 
 }  // namespace smolbox::testing

@@ -14,9 +14,9 @@
 
 #include <chrono>
 #include <filesystem>
-#include <fstream>
-#include <random>
 #include <sstream>
+
+#include "test_support.h"
 
 namespace smolbox::testing {
 
@@ -79,8 +79,6 @@ void Drain(int out_fd, int err_fd, std::string& out, std::string& err) {
   execve(argv[0], argv.data(), envp.data());
   _exit(98);
 }
-
-int ExitCodeOf(int status) { return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status); }
 
 int MsLeft(std::chrono::steady_clock::time_point deadline) {
   auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
@@ -248,37 +246,6 @@ int CountProcessesWith(const std::string& marker) {
     if (cmdline.find(marker) != std::string::npos && std::to_string(getpid()) != name) ++count;
   }
   return count;
-}
-
-TempDir::TempDir() {
-  char templ[] = "/tmp/smolbox-test-XXXXXX";
-  path_ = mkdtemp(templ);
-  chmod(path_.c_str(), 0755);
-}
-
-TempDir::~TempDir() {
-  std::error_code ignored;
-  std::filesystem::remove_all(path_, ignored);
-}
-
-std::string TempDir::Write(const std::string& name, const std::string& content) const {
-  std::string path = path_ + "/" + name;
-  std::ofstream(path) << content;
-  return path;
-}
-
-std::string RandomToken() {
-  std::random_device rd;
-  std::ostringstream out;
-  out << "canary-" << std::hex << rd() << rd();
-  return out.str();
-}
-
-std::string ReadFileOrEmpty(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  return buffer.str();
 }
 
 }  // namespace smolbox::testing
