@@ -32,6 +32,13 @@
 namespace smolbox::ns {
 namespace {
 
+using confine::Identity;
+using confine::VolumeBind;
+using shared::Cgroup;
+using shared::HostVolume;
+using shared::MonitorOutcome;
+using shared::RunDir;
+using shared::Storage;
 using Clock = std::chrono::steady_clock;
 
 constexpr int64_t kSetupTimeoutMs = 30000;
@@ -111,7 +118,7 @@ Expected<void> StartSandbox(const RunSpec& spec, Sandbox& box) {
   box.pid = static_cast<pid_t>(pid);
   box.pidfd.Reset(pidfd);
   // While the child joins its cgroups.
-  SMOLBOX_TRY(WriteIdMaps(box.pid, box.identity));
+  SMOLBOX_TRY(confine::WriteIdMaps(box.pid, box.identity));
   auto joined = AwaitSetup(box);
   SMOLBOX_TRY(joined);
   if (joined->first.Type() != "joined") {
@@ -127,7 +134,7 @@ Expected<std::pair<channel::Message, UniqueFd>> AwaitSetup(const Sandbox& box) {
   int rc = poll(fds, 2, kSetupTimeoutMs);
   if (rc == 0) return std::unexpected(Error{"setup", "the sandbox did not start within 30 s", ETIMEDOUT});
   if (!(fds[0].revents & POLLIN)) return std::unexpected(Error{"setup", "the sandbox's setup died", 0});
-  auto got = ReceiveWithFds(box.channel.get(), kMaxSetupFrameBytes);
+  auto got = shared::ReceiveWithFds(box.channel.get(), kMaxSetupFrameBytes);
   if (!got) return std::unexpected(Error{"setup", "the sandbox's setup went away: " + got.error().ToString(), 0});
   if (got->first.Type() == "setup_error") {
     const auto& h = got->first.header;
@@ -145,7 +152,7 @@ Expected<void> AwaitReady(const RunSpec& spec, Sandbox& box, RunResult& result) 
   if (message->first.Type() == "storage") {
     // Rootless: the setup mounted its tmpfs and sent it; lay it out and fill it, then go on.
     box.storage.emplace(Storage::Adopt(std::move(message->second)));
-    SMOLBOX_TRY(FillStorage(spec, box.volumes, *box.storage, box.identity.host_uid, box.identity.host_gid, result));
+    SMOLBOX_TRY(shared::FillStorage(spec, box.volumes, *box.storage, box.identity.host_uid, box.identity.host_gid, result));
     SMOLBOX_TRY(channel::WriteMessage(box.channel.get(), channel::Message{{{"type", "go"}}, ""}));
     message = AwaitSetup(box);
     SMOLBOX_TRY(message);
@@ -208,7 +215,7 @@ CgroupMarks Mark(const Cgroup& cg) {
 void Classify(const MonitorOutcome& outcome, const Cgroup& cg, const CgroupMarks& before, bool first_exec,
               RunResult& result) {
   bool oom = cg.OomKills() > before.oom_kills;
-  ApplyOutcome(outcome, "timeout: the agent did not end the run; the host backstop killed the sandbox", result);
+  shared::ApplyOutcome(outcome, "timeout: the agent did not end the run; the host backstop killed the sandbox", result);
   // Only the host sees an OOM kill in its cgroup: the agent's SIGKILL, or a dead agent.
   bool killed = outcome.report ? result.status == Status::kSignaled && result.signal == SIGKILL
                                : result.status == Status::kInternalError;
@@ -235,8 +242,8 @@ void StopAgent(Sandbox& box) {
 }
 
 Expected<void> Prepare(const RunSpec& spec, Sandbox& box, RunResult& result) {
-  box.identity = PlanIdentity(spec.user);
-  auto volumes = OpenVolumes(spec);
+  box.identity = confine::PlanIdentity(spec.user);
+  auto volumes = shared::OpenVolumes(spec);
   SMOLBOX_TRY(volumes);
   box.volumes = std::move(*volumes);
   auto dir = RunDir::Create();
@@ -246,11 +253,11 @@ Expected<void> Prepare(const RunSpec& spec, Sandbox& box, RunResult& result) {
   box.cgroup.emplace(Cgroup::Create(box.dir->id(), {spec.limits.memory_mib << 20, spec.limits.cpus,
                                                     spec.limits.pids + 1}));
   if (!box.identity.rootless) {
-    SMOLBOX_TRY(EnterPrivateMountNamespace());
+    SMOLBOX_TRY(shared::EnterPrivateMountNamespace());
     auto storage = Storage::CreateDisk(spec.limits.storage_mib, box.dir->path() + "/storage");
     SMOLBOX_TRY(storage);
     box.storage.emplace(std::move(*storage));
-    SMOLBOX_TRY(FillStorage(spec, box.volumes, *box.storage, box.identity.host_uid, box.identity.host_gid, result));
+    SMOLBOX_TRY(shared::FillStorage(spec, box.volumes, *box.storage, box.identity.host_uid, box.identity.host_gid, result));
   } else if (mkdir((box.dir->path() + "/storage").c_str(), 0700) != 0) {
     return std::unexpected(Error::Sys("mkdir storage mountpoint"));
   }
@@ -286,7 +293,7 @@ class NsSession final : public Session {
     if (auto sent = channel::WriteMessage(box_->channel.get(), EncodeExec(request)); !sent) {
       outcome.error = sent.error().ToString();
     } else {
-      outcome = MonitorExec(box_->channel.get(), box_->pidfd.get(), request, io, &*box_->cgroup, cancel_fd);
+      outcome = shared::MonitorExec(box_->channel.get(), box_->pidfd.get(), request, io, &*box_->cgroup, cancel_fd);
     }
     result.timings.run_ms = MsSince(run_start);
     auto teardown_start = Clock::now();
@@ -297,7 +304,7 @@ class NsSession final : public Session {
     result.stdout_truncated = outcome.stdout_truncated || (outcome.report && outcome.report->stdout_truncated);
     result.stderr_truncated = outcome.stderr_truncated || (outcome.report && outcome.report->stderr_truncated);
     if (box_->storage && box_->storage->Full()) result.limits_hit.push_back("storage");
-    if (box_->storage) CopyBackVolumes(spec, box_->volumes, *box_->storage, result);
+    if (box_->storage) shared::CopyBackVolumes(spec, box_->volumes, *box_->storage, result);
     result.timings.teardown_ms = MsSince(teardown_start);
     return result;
   }
@@ -320,7 +327,7 @@ class NsBackend final : public Backend {
     result.backend = "ns";
     result.isolation = "namespaces";
     auto start = Clock::now();
-    SweepStaleRuns();
+    shared::SweepStaleRuns();
     auto box = std::make_unique<Sandbox>();
     auto ready = Prepare(spec, *box, result);
     result.timings.setup_ms = MsSince(start);

@@ -105,7 +105,7 @@ class Keeper {
     if (!client.valid() || !PeerIsOurUser(client.get())) return true;
     timeval timeout{kRequestTimeoutSec, 0};
     setsockopt(client.get(), SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
-    auto message = ns::ReceiveWithFds(client.get(), kMaxRequestBytes);
+    auto message = shared::ReceiveWithFds(client.get(), kMaxRequestBytes);
     if (!message) return true;
     const auto& [m, fds] = *message;
     if (m.Type() == "stop") {
@@ -194,7 +194,7 @@ int KeeperMain(int dir_fd, const RunSpec& spec, UniqueFd report) {
     return 1;
   }
   auto listener = Listen(dir_fd);
-  auto start = ns::ProcessStartTime(getpid());
+  auto start = shared::ProcessStartTime(getpid());
   if (!listener || !start) {
     ReportToCreator(report.get(), "failed", SetupFailure(setup, listener ? start.error() : listener.error()));
     return 1;
@@ -275,7 +275,7 @@ RunResult CreateSandbox(const std::string& name, const RunSpec& spec) {
   // The keeper failed (and exits) or died: collect it, then everything it may have left.
   while (waitpid(keeper, nullptr, 0) < 0 && errno == EINTR) {
   }
-  ns::SweepStaleRuns();
+  shared::SweepStaleRuns();
   (void)RemoveSandboxDir(name);
   if (message && *message) {
     auto result = ResultFromJson((*message)->header);

@@ -71,10 +71,10 @@ int64_t MsSince(Clock::time_point start) {
 // Everything one VM holds; destroyed in reverse order of declaration.
 struct Vm {
   Accel accel = Accel::kTcg;
-  std::optional<ns::RunDir> dir;
-  std::optional<ns::Cgroup> cgroup;
-  std::vector<ns::HostVolume> volumes;
-  std::optional<ns::Storage> storage;
+  std::optional<shared::RunDir> dir;
+  std::optional<shared::Cgroup> cgroup;
+  std::vector<shared::HostVolume> volumes;
+  std::optional<shared::Storage> storage;
   GuestArtifacts guest;
   std::string console_path;
   UniqueFd console;
@@ -133,7 +133,7 @@ void PruneConsoleLogs(const std::string& logs) {
 }
 
 Expected<void> OpenConsole(Vm& vm) {
-  SMOLBOX_ASSIGN_OR_RETURN(auto root, ns::StateRoot());
+  SMOLBOX_ASSIGN_OR_RETURN(auto root, shared::StateRoot());
   std::string logs = root + "/logs";
   if (mkdir(logs.c_str(), 0700) != 0 && errno != EEXIST) return std::unexpected(Error::Sys("mkdir " + logs));
   PruneConsoleLogs(logs);
@@ -234,7 +234,7 @@ GuestSetup MakeGuestSetup(const RunSpec& spec, const Vm& vm) {
     const auto& v = vm.volumes[i];
     setup.volumes.push_back(GuestVolume{v.mount->target, v.mount->read_only,
                                         v.mount->read_only ? fmt::format("ro{}", i) : "",
-                                        v.mount->read_only ? "" : ns::Storage::VolumeDir(v.storage_index)});
+                                        v.mount->read_only ? "" : shared::Storage::VolumeDir(v.storage_index)});
   }
   // Parents before children, as the namespace backend mounts them.
   std::sort(setup.volumes.begin(), setup.volumes.end(),
@@ -380,28 +380,28 @@ Expected<void> Prepare(const RunSpec& spec, Vm& vm, RunResult& result) {
   auto guest = OpenGuestArtifacts(GuestDir());
   SMOLBOX_TRY(guest);
   vm.guest = std::move(*guest);
-  auto volumes = ns::OpenVolumes(spec);
+  auto volumes = shared::OpenVolumes(spec);
   SMOLBOX_TRY(volumes);
   vm.volumes = std::move(*volumes);
   bool root = spec.user == UserKind::kRoot;
-  vm.guest_uid = root ? 0 : ns::kSandboxUid;
-  vm.guest_gid = root ? 0 : ns::kSandboxGid;
-  vm.host_uid = ns::kHostIdBase + vm.guest_uid;
-  vm.host_gid = ns::kHostIdBase + vm.guest_gid;
-  auto dir = ns::RunDir::Create();
+  vm.guest_uid = root ? 0 : confine::kSandboxUid;
+  vm.guest_gid = root ? 0 : confine::kSandboxGid;
+  vm.host_uid = confine::kHostIdBase + vm.guest_uid;
+  vm.host_gid = confine::kHostIdBase + vm.guest_gid;
+  auto dir = shared::RunDir::Create();
   SMOLBOX_TRY(dir);
   vm.dir.emplace(std::move(*dir));
   int64_t qemu_mib = spec.limits.memory_mib + kGuestOverheadMiB + kQemuOverheadMiB;
   // CPU: the vCPUs plus one for QEMU's own I/O thread; the workload's share is held inside.
   double qemu_cpus = VcpusFor(spec) + 1.0;
-  vm.cgroup.emplace(ns::Cgroup::Create(vm.dir->id(), {qemu_mib << 20, qemu_cpus, kQemuPids}));
+  vm.cgroup.emplace(shared::Cgroup::Create(vm.dir->id(), {qemu_mib << 20, qemu_cpus, kQemuPids}));
   for (const auto& problem : vm.cgroup->problems()) result.Warn("QEMU's cgroup: " + problem);
-  SMOLBOX_TRY(ns::EnterPrivateMountNamespace());
-  auto storage = ns::Storage::CreateDisk(spec.limits.storage_mib, vm.dir->path() + "/storage");
+  SMOLBOX_TRY(shared::EnterPrivateMountNamespace());
+  auto storage = shared::Storage::CreateDisk(spec.limits.storage_mib, vm.dir->path() + "/storage");
   SMOLBOX_TRY(storage);
   vm.storage.emplace(std::move(*storage));
-  vm.storage->set_metadata(ns::Metadata::kMappedXattr);  // QemuArgv's security_model
-  SMOLBOX_TRY(ns::FillStorage(spec, vm.volumes, *vm.storage, vm.host_uid, vm.host_gid, result));
+  vm.storage->set_metadata(shared::Metadata::kMappedXattr);  // QemuArgv's security_model
+  SMOLBOX_TRY(shared::FillStorage(spec, vm.volumes, *vm.storage, vm.host_uid, vm.host_gid, result));
   SMOLBOX_TRY(OpenConsole(vm));
   SMOLBOX_TRY(BringUp(spec, qemu, vm, result));
   return SetUpGuest(spec, vm);
@@ -451,17 +451,17 @@ class VmSession final : public Session {
     }
     auto run_start = Clock::now();
     ExecRequest request = MakeRequest(spec, *vm_, io);
-    ns::MonitorOutcome outcome;
+    shared::MonitorOutcome outcome;
     int64_t grace = vm_->accel == Accel::kKvm ? kBackstopGraceKvmMs : kBackstopGraceTcgMs;
     if (auto sent = channel::WriteMessage(vm_->channel.get(), EncodeExec(request)); !sent) {
       outcome.error = sent.error().ToString();
     } else {
-      outcome = ns::MonitorExec(vm_->channel.get(), vm_->qemu.pidfd.get(), request, io, nullptr, cancel_fd, grace);
+      outcome = shared::MonitorExec(vm_->channel.get(), vm_->qemu.pidfd.get(), request, io, nullptr, cancel_fd, grace);
     }
     result.timings.run_ms = MsSince(run_start);
     auto teardown_start = Clock::now();
     // The agent in the guest holds the workload's cgroup: its report has the limits too.
-    ns::ApplyOutcome(outcome, "timeout: the agent in the guest did not end the run; the host backstop killed the VM",
+    shared::ApplyOutcome(outcome, "timeout: the agent in the guest did not end the run; the host backstop killed the VM",
                      result);
     for (auto& warning : outcome.warnings) result.Warn(std::move(warning));
     result.stdout_data = std::move(outcome.stdout_data);
@@ -469,7 +469,7 @@ class VmSession final : public Session {
     result.stdout_truncated = outcome.stdout_truncated || (outcome.report && outcome.report->stdout_truncated);
     result.stderr_truncated = outcome.stderr_truncated || (outcome.report && outcome.report->stderr_truncated);
     if (vm_->storage->Full()) result.limits_hit.push_back("storage");
-    ns::CopyBackVolumes(spec, vm_->volumes, *vm_->storage, result);
+    shared::CopyBackVolumes(spec, vm_->volumes, *vm_->storage, result);
     result.timings.teardown_ms = MsSince(teardown_start);
     return result;
   }
@@ -495,7 +495,7 @@ class VmBackend final : public Backend {
     auto vm = std::make_unique<Vm>();
     vm->accel = *accel;
     result.isolation = *accel == Accel::kKvm ? "kvm" : "tcg";
-    ns::SweepStaleRuns();
+    shared::SweepStaleRuns();
     if (auto ready = Prepare(spec, *vm, result); !ready) return SetupError(result, ready.error(), start);
     unlink(vm->console_path.c_str());  // booted: the log is only kept for failures
     result.timings.setup_ms = MsSince(start);

@@ -20,7 +20,7 @@
 
 #include <fmt/format.h>
 
-namespace smolbox::ns {
+namespace smolbox::shared {
 namespace {
 
 constexpr int64_t kCpuPeriodUs = 100000;
@@ -392,4 +392,4 @@ void RemoveStaleCgroups(const std::string& run_id) {
   }
 }
 
-}  // namespace smolbox::ns
+}  // namespace smolbox::shared
