@@ -16,6 +16,7 @@
 
 #include <fmt/format.h>
 
+#include "agent_session.h"
 #include "control_protocol.h"
 #include "fd_passing.h"
 #include "sandbox_state.h"
@@ -24,6 +25,8 @@
 
 namespace smolbox::persist {
 namespace {
+
+using shared::SetupFailure;
 
 constexpr int kListenBacklog = 8;
 // A client that connects must send its request promptly; it cannot stall the keeper.
@@ -38,12 +41,6 @@ std::string NowIso8601() {
   char text[32];
   std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", &tm);
   return text;
-}
-
-RunResult SetupFailure(RunResult result, const Error& error) {
-  result.status = Status::kSetupError;
-  result.error = error.ToString();
-  return result;
 }
 
 Expected<UniqueFd> Listen(int dir_fd) {
