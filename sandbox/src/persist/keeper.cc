@@ -218,35 +218,38 @@ void Detach() {
   if (null > 2) close(null);
 }
 
-}  // namespace
+// The new sandbox's directory, and its lock, which the creator holds until the sandbox is ready.
+struct NewSandboxDir {
+  UniqueFd dir;
+  UniqueFd lock;
+};
 
-RunResult CreateSandbox(const std::string& name, const RunSpec& spec) {
-  RunResult failed;
-  failed.status = Status::kSetupError;
-  auto fail = [&](const Error& error) {
-    failed.error = error.ToString();
-    return failed;
-  };
-  if (auto ok = ValidateName(name); !ok) return fail(ok.error());
-  auto sandboxes = SandboxesDir();
-  if (!sandboxes) return fail(sandboxes.error());
-  std::string path = *sandboxes + "/" + name;
+Expected<NewSandboxDir> MakeSandboxDir(const std::string& name) {
+  SMOLBOX_TRY(ValidateName(name));
+  SMOLBOX_ASSIGN_OR_RETURN(auto sandboxes, SandboxesDir());
+  std::string path = sandboxes + "/" + name;
   if (mkdir(path.c_str(), 0700) != 0) {
     if (errno == EEXIST) {
-      return fail(Error{"name", fmt::format("a sandbox named {:?} already exists (smolbox ls; smolbox rm {})", name, name), 0});
+      return std::unexpected(Error{"name", fmt::format("a sandbox named {:?} already exists (smolbox ls; smolbox rm {})", name, name), 0});
     }
-    return fail(Error::Sys("mkdir " + path));
+    return std::unexpected(Error::Sys("mkdir " + path));
   }
   auto dir = OpenSandboxDir(name);
   auto lock = dir ? TryLock(dir->get()) : std::unexpected(dir.error());
   if (!lock || !lock->valid()) {
     if (dir) (void)RemoveSandboxDir(name);
-    return fail(lock ? Error{"name", "the new sandbox's lock is taken", 0} : lock.error());
+    return std::unexpected(lock ? Error{"name", "the new sandbox's lock is taken", 0} : lock.error());
   }
+  return NewSandboxDir{std::move(*dir), std::move(*lock)};
+}
+
+// Forks the keeper and waits for its report. On failure nothing is left: the keeper is
+// collected, and whatever it made is removed with the directory.
+Expected<RunResult> StartKeeper(const std::string& name, NewSandboxDir& sandbox, const RunSpec& spec) {
   int pipe_fds[2];
   if (pipe2(pipe_fds, O_CLOEXEC) != 0) {
     (void)RemoveSandboxDir(name);
-    return fail(Error::Sys("pipe"));
+    return std::unexpected(Error::Sys("pipe"));
   }
   UniqueFd report_read(pipe_fds[0]);
   UniqueFd report_write(pipe_fds[1]);
@@ -254,14 +257,14 @@ RunResult CreateSandbox(const std::string& name, const RunSpec& spec) {
   pid_t keeper = fork();
   if (keeper < 0) {
     (void)RemoveSandboxDir(name);
-    return fail(Error::Sys("fork the keeper"));
+    return std::unexpected(Error::Sys("fork the keeper"));
   }
   if (keeper == 0) {
     report_read.Reset();
     // The creator holds the lock until the sandbox is ready; this copy must not keep it after.
-    lock->Reset();
+    sandbox.lock.Reset();
     Detach();
-    _exit(KeeperMain(dir->get(), spec, std::move(report_write)));
+    _exit(KeeperMain(sandbox.dir.get(), spec, std::move(report_write)));
   }
   report_write.Reset();
   auto message = channel::ReadMessage(report_read.get());
@@ -278,7 +281,15 @@ RunResult CreateSandbox(const std::string& name, const RunSpec& spec) {
     auto result = ResultFromJson((*message)->header);
     if (result) return *result;
   }
-  return fail(Error{"create", "the sandbox's keeper died while starting it", 0});
+  return std::unexpected(Error{"create", "the sandbox's keeper died while starting it", 0});
+}
+
+}  // namespace
+
+RunResult CreateSandbox(const std::string& name, const RunSpec& spec) {
+  auto sandbox = MakeSandboxDir(name);
+  auto result = sandbox ? StartKeeper(name, *sandbox, spec) : std::unexpected(sandbox.error());
+  return result ? *result : SetupFailure({}, result.error());
 }
 
 }  // namespace smolbox::persist
