@@ -4,11 +4,11 @@
 
 #include <chrono>
 
-#include "ns/ns_backend.h"
-#include "ns/workspace.h"
+#include "accel.h"
+#include "ns_backend.h"
 #include "smolbox/host.h"
-#include "vm/accel.h"
-#include "vm/vm_backend.h"
+#include "vm_backend.h"
+#include "workspace.h"
 
 namespace smolbox {
 
@@ -22,7 +22,7 @@ RunResult Backend::Run(const RunSpec& spec, ExecIo io) {
   UniqueFd stdin_file;
   if (!io.has_stdin() && spec.stdin_file) {
     // Opened before anything starts: a bad stdin file must not cost a sandbox (or a boot).
-    auto opened = ns::OpenStdinFile(*spec.stdin_file);
+    auto opened = shared::OpenStdinFile(*spec.stdin_file);
     if (!opened) {
       setup.status = Status::kSetupError;
       setup.error = opened.error().ToString();

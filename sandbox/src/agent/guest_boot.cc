@@ -187,7 +187,7 @@ Expected<UniqueFd> BootGuest() {
   AttachConsole();
   SMOLBOX_TRY(LoadModules());
   if (sethostname(kGuestHostname, strlen(kGuestHostname)) != 0) return std::unexpected(Error::Sys("sethostname"));
-  SMOLBOX_TRY(ns::BringUpLoopback());
+  SMOLBOX_TRY(confine::BringUpLoopback());
   auto channel = OpenChannel();
   if (!channel) return channel;
   SMOLBOX_TRY(MountImage());

@@ -19,7 +19,7 @@ namespace {
 constexpr uint64_t kWorkloadNamespaces = CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS;
 
 // Only the ids matter here; the workload's own uid is chosen per exec.
-ns::Identity WorkloadIdentity() { return ns::MappedIdentity(UserKind::kRoot, kGuestIdBase); }
+confine::Identity WorkloadIdentity() { return confine::MappedIdentity(UserKind::kRoot, kGuestIdBase); }
 
 // The guest's init from here on: every process of the run lives in the new pid namespace,
 // whose orphans go to its own PID 1, so the serving half is the only child to wait for.
@@ -40,7 +40,7 @@ Expected<void> AwaitIdMaps(int sync_fd) {
     n = read(sync_fd, &go, 1);
   } while (n < 0 && errno == EINTR);
   if (n != 1) return std::unexpected(Error{"workload namespaces", "the guest's init did not map our ids", 0});
-  return ns::BecomeSetupRoot(WorkloadIdentity());
+  return confine::BecomeSetupRoot(WorkloadIdentity());
 }
 
 }  // namespace
@@ -60,7 +60,7 @@ Expected<void> EnterWorkloadNamespaces() {
     sync_write.Reset();
     return AwaitIdMaps(sync_read.get());
   }
-  auto mapped = ns::WriteIdMaps(static_cast<pid_t>(pid), WorkloadIdentity());
+  auto mapped = confine::WriteIdMaps(static_cast<pid_t>(pid), WorkloadIdentity());
   if (!mapped) {
     // The half that would have served is gone; this one answers the setup with the error.
     kill(static_cast<pid_t>(pid), SIGKILL);

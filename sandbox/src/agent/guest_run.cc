@@ -42,7 +42,7 @@ Expected<WorkloadCgroup> SetUpGuestRun(const GuestSetup& setup) {
   auto cgroup = WorkloadCgroup::Create(kGuestCgroupRoot, CgroupLimits{setup.memory_bytes, setup.pids, setup.cpus});
   if (!cgroup) return cgroup;
   SMOLBOX_TRY(MountShare(kStorageTag, kStorageMount, false));
-  ns::RootPlan plan;
+  confine::RootPlan plan;
   plan.newroot = kNewRoot;
   plan.storage = kStorageMount;
   plan.workdir = setup.workdir;
@@ -50,7 +50,7 @@ Expected<WorkloadCgroup> SetUpGuestRun(const GuestSetup& setup) {
   plan.gid = setup.gid;
   plan.proc_options = "hidepid=invisible";
   for (const auto& v : setup.volumes) {
-    ns::VolumeBind bind{v.target, v.read_only, "", -1, v.storage_dir};
+    confine::VolumeBind bind{v.target, v.read_only, "", -1, v.storage_dir};
     if (v.read_only) {
       if (!ValidTag(v.tag)) return std::unexpected(Error{"setup", fmt::format("bad share tag \"{}\"", v.tag), 0});
       bind.source = fmt::format("/volumes/{}", v.tag);
@@ -61,10 +61,10 @@ Expected<WorkloadCgroup> SetUpGuestRun(const GuestSetup& setup) {
   }
   // The cgroup and the 9p shares need the guest kernel's root; nothing after this does.
   SMOLBOX_TRY(EnterWorkloadNamespaces());
-  SMOLBOX_TRY(ns::OpenSources(plan));
-  SMOLBOX_TRY(ns::BuildRoot(plan));
-  SMOLBOX_TRY(ns::PivotInto(kNewRoot));
-  SMOLBOX_TRY(ns::LimitAgentBoundingSet());
+  SMOLBOX_TRY(confine::OpenSources(plan));
+  SMOLBOX_TRY(confine::BuildRoot(plan));
+  SMOLBOX_TRY(confine::PivotInto(kNewRoot));
+  SMOLBOX_TRY(confine::LimitAgentBoundingSet());
   return cgroup;
 }
 

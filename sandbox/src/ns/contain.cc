@@ -62,21 +62,21 @@ Expected<void> MakeMountsPrivate() {
 Expected<void> PrepareTmpfsStorage(ContainPlan& plan) {
   if (plan.tmpfs_storage_mountpoint.empty()) return {};
   const std::string& at = plan.tmpfs_storage_mountpoint;
-  std::string options = TmpfsStorageOptions(plan.storage_mib, plan.identity.uid, plan.identity.gid);
+  std::string options = shared::TmpfsStorageOptions(plan.storage_mib, plan.identity.uid, plan.identity.gid);
   if (mount("tmpfs", at.c_str(), "tmpfs", MS_NOSUID | MS_NODEV, options.c_str()) != 0) {
     return std::unexpected(Error::Sys("mount tmpfs storage on " + at));
   }
   int fd = open(at.c_str(), O_DIRECTORY | O_RDONLY | O_CLOEXEC);
   if (fd < 0) return std::unexpected(Error::Sys("open " + at));
   plan.root.storage_fd = fd;
-  SMOLBOX_TRY(SendWithFd(plan.channel_fd, channel::Message{{{"type", "storage"}}, ""}, fd));
+  SMOLBOX_TRY(shared::SendWithFd(plan.channel_fd, channel::Message{{{"type", "storage"}}, ""}, fd));
   return AwaitGo(plan.channel_fd);
 }
 
 Expected<void> BuildRootAndReport(ContainPlan& plan) {
   std::vector<std::string> warnings;
   plan.root.warnings = &warnings;
-  auto built = BuildRoot(plan.root);
+  auto built = confine::BuildRoot(plan.root);
   plan.root.warnings = nullptr;
   if (!built || warnings.empty()) return built;
   channel::Message message{{{"type", "warnings"}, {"warnings", warnings}}, ""};
@@ -110,17 +110,17 @@ Expected<void> ExecAgent(const ContainPlan& plan) {
 Expected<void> Contain(ContainPlan& plan) {
   SMOLBOX_TRY(JoinCgroup(plan));
   SMOLBOX_TRY(AwaitGo(plan.channel_fd));  // id maps written, cgroup checked
-  SMOLBOX_TRY(OpenSources(plan.root));      // with the runtime's filesystem ids, not ours
-  SMOLBOX_TRY(BecomeSetupRoot(plan.identity));
+  SMOLBOX_TRY(confine::OpenSources(plan.root));      // with the runtime's filesystem ids, not ours
+  SMOLBOX_TRY(confine::BecomeSetupRoot(plan.identity));
   SMOLBOX_TRY(DieWithParent());  // after the uid change, which clears it
   SMOLBOX_TRY(EnterCgroupNamespace());
   SMOLBOX_TRY(MakeMountsPrivate());
   SMOLBOX_TRY(PrepareTmpfsStorage(plan));
   SMOLBOX_TRY(BuildRootAndReport(plan));
   SMOLBOX_TRY(SetHostname());
-  SMOLBOX_TRY(BringUpLoopback());
-  SMOLBOX_TRY(PivotInto(plan.root.newroot));
-  SMOLBOX_TRY(LimitAgentBoundingSet());
+  SMOLBOX_TRY(confine::BringUpLoopback());
+  SMOLBOX_TRY(confine::PivotInto(plan.root.newroot));
+  SMOLBOX_TRY(confine::LimitAgentBoundingSet());
   return ExecAgent(plan);
 }
 

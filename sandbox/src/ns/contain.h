@@ -23,11 +23,11 @@
 namespace smolbox::ns {
 
 struct ContainPlan {
-  RootPlan root;
-  Identity identity;
+  confine::RootPlan root;
+  confine::Identity identity;
   int channel_fd = -1;
   int agent_fd = -1;  // a sealed memfd holding smolbox-agent
-  CgroupEntry cgroup;
+  shared::CgroupEntry cgroup;
   // Rootless: the sandbox mounts its own tmpfs storage here and sends it to the runtime.
   std::string tmpfs_storage_mountpoint;
   int64_t storage_mib = 0;

@@ -17,13 +17,11 @@
 #include <fmt/format.h>
 
 #include "agent_binary.h"
+#include "agent_session.h"
 #include "cgroup.h"
 #include "contain.h"
-#include "copyback.h"
-#include "exec_protocol.h"
 #include "fd_passing.h"
 #include "json_bounds.h"
-#include "monitor.h"
 #include "state.h"
 #include "storage.h"
 #include "user.h"
@@ -32,17 +30,23 @@
 namespace smolbox::ns {
 namespace {
 
+using confine::Identity;
+using confine::VolumeBind;
+using shared::Cgroup;
+using shared::HostVolume;
+using shared::RunDir;
+using shared::Storage;
 using Clock = std::chrono::steady_clock;
 
 constexpr int64_t kSetupTimeoutMs = 30000;
 // Setup messages are small: a storage hand-off, a list of warnings.
 constexpr uint32_t kMaxSetupFrameBytes = 1 << 20;
-constexpr const char* kDefaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+// How long a stopped agent may take to end the workload before it is killed.
+constexpr int kStopWaitMs = 1000;
 
 int64_t MsSince(Clock::time_point start) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count();
 }
-
 
 // Everything one run holds; destroyed in reverse order of declaration.
 struct Sandbox {
@@ -56,15 +60,8 @@ struct Sandbox {
   UniqueFd pidfd;
   pid_t pid = -1;
 
-  ~Sandbox() {
-    if (pidfd.valid()) syscall(SYS_pidfd_send_signal, pidfd.get(), SIGKILL, nullptr, 0);
-    if (pid > 0) while (waitpid(pid, nullptr, 0) < 0 && errno == EINTR) {}
-  }
+  ~Sandbox() { shared::KillAndReap(pidfd.get(), pid); }
 };
-
-
-
-
 
 ContainPlan MakePlan(const RunSpec& spec, const Sandbox& box, int child_channel) {
   ContainPlan plan;
@@ -111,7 +108,7 @@ Expected<void> StartSandbox(const RunSpec& spec, Sandbox& box) {
   box.pid = static_cast<pid_t>(pid);
   box.pidfd.Reset(pidfd);
   // While the child joins its cgroups.
-  SMOLBOX_TRY(WriteIdMaps(box.pid, box.identity));
+  SMOLBOX_TRY(confine::WriteIdMaps(box.pid, box.identity));
   auto joined = AwaitSetup(box);
   SMOLBOX_TRY(joined);
   if (joined->first.Type() != "joined") {
@@ -127,7 +124,7 @@ Expected<std::pair<channel::Message, UniqueFd>> AwaitSetup(const Sandbox& box) {
   int rc = poll(fds, 2, kSetupTimeoutMs);
   if (rc == 0) return std::unexpected(Error{"setup", "the sandbox did not start within 30 s", ETIMEDOUT});
   if (!(fds[0].revents & POLLIN)) return std::unexpected(Error{"setup", "the sandbox's setup died", 0});
-  auto got = ReceiveWithFds(box.channel.get(), kMaxSetupFrameBytes);
+  auto got = shared::ReceiveWithFds(box.channel.get(), kMaxSetupFrameBytes);
   if (!got) return std::unexpected(Error{"setup", "the sandbox's setup went away: " + got.error().ToString(), 0});
   if (got->first.Type() == "setup_error") {
     const auto& h = got->first.header;
@@ -145,7 +142,7 @@ Expected<void> AwaitReady(const RunSpec& spec, Sandbox& box, RunResult& result) 
   if (message->first.Type() == "storage") {
     // Rootless: the setup mounted its tmpfs and sent it; lay it out and fill it, then go on.
     box.storage.emplace(Storage::Adopt(std::move(message->second)));
-    SMOLBOX_TRY(FillStorage(spec, box.volumes, *box.storage, box.identity.host_uid, box.identity.host_gid, result));
+    SMOLBOX_TRY(shared::FillStorage(spec, box.volumes, *box.storage, box.identity.host_uid, box.identity.host_gid, result));
     SMOLBOX_TRY(channel::WriteMessage(box.channel.get(), channel::Message{{{"type", "go"}}, ""}));
     message = AwaitSetup(box);
     SMOLBOX_TRY(message);
@@ -164,79 +161,16 @@ Expected<void> AwaitReady(const RunSpec& spec, Sandbox& box, RunResult& result) 
 }
 
 
-ExecRequest MakeRequest(const RunSpec& spec, const Sandbox& box, const ExecIo& io) {
-  ExecRequest r;
-  r.argv = spec.argv;
-  r.env = {{"PATH", kDefaultPath}, {"HOME", spec.workdir}, {"LANG", "C.UTF-8"}};
-  for (const auto& [k, v] : spec.env) r.env[k] = v;
-  r.cwd = spec.workdir;
-  r.uid = box.identity.uid;
-  r.gid = box.identity.gid;
-  r.timeout_ms = spec.limits.timeout_ms;
-  r.cpu_ms = spec.limits.cpu_ms.value_or(0);
-  r.output_bytes = spec.limits.output_bytes;
-  r.files = spec.limits.files;
-  // Weaker stand-ins where no cgroup holds the limit; the result warns about each.
-  if (!box.cgroup->holds_memory()) r.memory_bytes = spec.limits.memory_mib << 20;
-  if (!box.cgroup->holds_pids()) r.nproc = spec.limits.pids;
-  r.stdin_stream = io.has_stdin();
-  return r;
-}
-
-void WarnWeakLimits(const Sandbox& box, RunResult& result) {
-  const Cgroup& cg = *box.cgroup;
-  for (const auto& problem : cg.problems()) result.Warn("cgroup: " + problem);
-  if (!cg.holds_memory()) result.Warn("memory: no cgroup; enforced per process by RLIMIT_DATA only");
-  if (!cg.holds_pids()) result.Warn("pids: no cgroup; enforced per user by RLIMIT_NPROC only");
-  if (!cg.holds_cpu()) result.Warn("cpus: no cgroup; the CPU share is not limited");
-  if (box.storage && !box.storage->disk_backed()) {
-    result.Warn("storage: a size-capped tmpfs (disk-backed storage needs root); it uses RAM");
-  }
-}
-
-// Counters of the sandbox's cgroup before an exec, so that each exec is judged on its own.
-struct CgroupMarks {
-  int64_t oom_kills = 0;
-  int64_t pids_max_events = 0;
-  int64_t cpu_ms = 0;
-};
-
-CgroupMarks Mark(const Cgroup& cg) {
-  return {cg.OomKills(), cg.PidsMaxEvents(), cg.CpuUsageMs().value_or(0)};
-}
-
-void Classify(const MonitorOutcome& outcome, const Cgroup& cg, const CgroupMarks& before, bool first_exec,
-              RunResult& result) {
-  bool oom = cg.OomKills() > before.oom_kills;
-  ApplyOutcome(outcome, "timeout: the agent did not end the run; the host backstop killed the sandbox", result);
-  // Only the host sees an OOM kill in its cgroup: the agent's SIGKILL, or a dead agent.
-  bool killed = outcome.report ? result.status == Status::kSignaled && result.signal == SIGKILL
-                               : result.status == Status::kInternalError;
-  if (oom && killed) {
-    result.status = Status::kMemoryLimit;
-    result.signal = SIGKILL;
-    result.error.clear();
-  }
-  if (auto cpu = cg.CpuUsageMs()) result.usage.cpu_ms = std::max(result.usage.cpu_ms, *cpu - before.cpu_ms);
-  // The cgroup's peak spans the sandbox's life; it is this exec's own only for the first.
-  if (first_exec) result.usage.peak_memory_bytes = std::max(result.usage.peak_memory_bytes, cg.PeakMemoryBytes());
-  if (cg.PidsMaxEvents() > before.pids_max_events) result.limits_hit.push_back("pids");
-}
-
-void StopAgent(Sandbox& box) {
+void StopSandbox(Sandbox& box) {
   // Closing the channel tells the agent to end; it kills what is left in the namespace.
-  shutdown(box.channel.get(), SHUT_RDWR);
-  pollfd fd{box.pidfd.get(), POLLIN, 0};
-  if (poll(&fd, 1, 1000) <= 0) syscall(SYS_pidfd_send_signal, box.pidfd.get(), SIGKILL, nullptr, 0);
-  while (waitpid(box.pid, nullptr, 0) < 0 && errno == EINTR) {
-  }
+  shared::StopAgent(box.channel.get(), box.pidfd.get(), box.pid, kStopWaitMs);
   box.pid = -1;
   box.cgroup->KillAll();
 }
 
 Expected<void> Prepare(const RunSpec& spec, Sandbox& box, RunResult& result) {
-  box.identity = PlanIdentity(spec.user);
-  auto volumes = OpenVolumes(spec);
+  box.identity = confine::PlanIdentity(spec.user);
+  auto volumes = shared::OpenVolumes(spec);
   SMOLBOX_TRY(volumes);
   box.volumes = std::move(*volumes);
   auto dir = RunDir::Create();
@@ -246,11 +180,11 @@ Expected<void> Prepare(const RunSpec& spec, Sandbox& box, RunResult& result) {
   box.cgroup.emplace(Cgroup::Create(box.dir->id(), {spec.limits.memory_mib << 20, spec.limits.cpus,
                                                     spec.limits.pids + 1}));
   if (!box.identity.rootless) {
-    SMOLBOX_TRY(EnterPrivateMountNamespace());
+    SMOLBOX_TRY(shared::EnterPrivateMountNamespace());
     auto storage = Storage::CreateDisk(spec.limits.storage_mib, box.dir->path() + "/storage");
     SMOLBOX_TRY(storage);
     box.storage.emplace(std::move(*storage));
-    SMOLBOX_TRY(FillStorage(spec, box.volumes, *box.storage, box.identity.host_uid, box.identity.host_gid, result));
+    SMOLBOX_TRY(shared::FillStorage(spec, box.volumes, *box.storage, box.identity.host_uid, box.identity.host_gid, result));
   } else if (mkdir((box.dir->path() + "/storage").c_str(), 0700) != 0) {
     return std::unexpected(Error::Sys("mkdir storage mountpoint"));
   }
@@ -262,56 +196,29 @@ Expected<void> Prepare(const RunSpec& spec, Sandbox& box, RunResult& result) {
   return AwaitReady(spec, box, result);
 }
 
-class NsSession final : public Session {
+shared::AgentSandbox Describe(const Sandbox& box) {
+  shared::AgentSandbox agent;
+  agent.backend = "ns";
+  agent.isolation = "namespaces";
+  agent.channel = box.channel.get();
+  agent.pidfd = box.pidfd.get();
+  agent.death_reason = "its agent (PID 1 of the sandbox) exited";
+  agent.uid = box.identity.uid;
+  agent.gid = box.identity.gid;
+  agent.cgroup = &*box.cgroup;
+  agent.backstop_warning = "timeout: the agent did not end the run; the host backstop killed the sandbox";
+  agent.storage = box.storage ? &*box.storage : nullptr;
+  agent.volumes = &box.volumes;
+  return agent;
+}
+
+class NsSession final : public shared::AgentSession {
  public:
-  explicit NsSession(std::unique_ptr<Sandbox> box) : box_(std::move(box)) {}
-  ~NsSession() override {
-    StopAgent(*box_);
-  }
-
-  RunResult Exec(const RunSpec& spec, const ExecIo& io, int cancel_fd) override {
-    RunResult result;
-    result.backend = "ns";
-    result.isolation = "namespaces";
-    WarnWeakLimits(*box_, result);
-    if (!DeathReason().empty()) {
-      result.status = Status::kInternalError;
-      result.error = "the sandbox is dead: " + DeathReason();
-      return result;
-    }
-    auto run_start = Clock::now();
-    ExecRequest request = MakeRequest(spec, *box_, io);
-    CgroupMarks before = Mark(*box_->cgroup);
-    MonitorOutcome outcome;
-    if (auto sent = channel::WriteMessage(box_->channel.get(), EncodeExec(request)); !sent) {
-      outcome.error = sent.error().ToString();
-    } else {
-      outcome = MonitorExec(box_->channel.get(), box_->pidfd.get(), request, io, &*box_->cgroup, cancel_fd);
-    }
-    result.timings.run_ms = MsSince(run_start);
-    auto teardown_start = Clock::now();
-    Classify(outcome, *box_->cgroup, before, ++execs_ == 1, result);
-    for (auto& warning : outcome.warnings) result.Warn(std::move(warning));
-    result.stdout_data = std::move(outcome.stdout_data);
-    result.stderr_data = std::move(outcome.stderr_data);
-    result.stdout_truncated = outcome.stdout_truncated || (outcome.report && outcome.report->stdout_truncated);
-    result.stderr_truncated = outcome.stderr_truncated || (outcome.report && outcome.report->stderr_truncated);
-    if (box_->storage && box_->storage->Full()) result.limits_hit.push_back("storage");
-    if (box_->storage) CopyBackVolumes(spec, box_->volumes, *box_->storage, result);
-    result.timings.teardown_ms = MsSince(teardown_start);
-    return result;
-  }
-
-  int death_fd() const override { return box_->pidfd.get(); }
-
-  std::string DeathReason() const override {
-    pollfd fd{box_->pidfd.get(), POLLIN, 0};
-    return poll(&fd, 1, 0) > 0 ? "its agent (PID 1 of the sandbox) exited" : "";
-  }
+  explicit NsSession(std::unique_ptr<Sandbox> box) : AgentSession(Describe(*box)), box_(std::move(box)) {}
+  ~NsSession() override { StopSandbox(*box_); }
 
  private:
   std::unique_ptr<Sandbox> box_;
-  int execs_ = 0;
 };
 
 class NsBackend final : public Backend {
@@ -320,14 +227,13 @@ class NsBackend final : public Backend {
     result.backend = "ns";
     result.isolation = "namespaces";
     auto start = Clock::now();
-    SweepStaleRuns();
+    shared::SweepStaleRuns();
     auto box = std::make_unique<Sandbox>();
     auto ready = Prepare(spec, *box, result);
     result.timings.setup_ms = MsSince(start);
     if (!ready) {
-      if (box->cgroup) WarnWeakLimits(*box, result);
-      result.status = Status::kSetupError;
-      result.error = ready.error().ToString();
+      if (box->cgroup) shared::WarnWeakLimits(&*box->cgroup, box->storage ? &*box->storage : nullptr, result);
+      result = shared::SetupFailure(std::move(result), ready.error());
       return nullptr;
     }
     return std::make_unique<NsSession>(std::move(box));

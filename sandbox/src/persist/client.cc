@@ -65,7 +65,7 @@ bool AskToStop(int dir_fd) {
 
 }  // namespace
 
-Expected<UniqueFd> OpenStdinFile(const std::string& path) { return ns::OpenStdinFile(path); }
+Expected<UniqueFd> OpenStdinFile(const std::string& path) { return shared::OpenStdinFile(path); }
 
 RunResult ExecInSandbox(const std::string& name, const ExecOrder& order, const ExecIo& io) {
   auto dir = OpenSandboxDir(name);
@@ -85,7 +85,7 @@ RunResult ExecInSandbox(const std::string& name, const ExecOrder& order, const E
   std::vector<int> fds;
   if (order.sends_stdin) fds.push_back(io.stdin_fd);
   if (order.streams_output) fds.insert(fds.end(), {io.stdout_fd, io.stderr_fd});
-  if (auto sent = ns::SendWithFds(conn->get(), EncodeExecOrder(order), fds); !sent) {
+  if (auto sent = shared::SendWithFds(conn->get(), EncodeExecOrder(order), fds); !sent) {
     return Refused(Dead(name, sent.error().ToString()));
   }
   auto result = ReceiveResult(conn->get());
@@ -118,7 +118,7 @@ Expected<void> RemoveSandbox(const std::string& name, bool force) {
     AwaitKeeperExit(*info, !stopped && !dying);
   }
   // Whatever a killed keeper left: its run directory, its cgroups.
-  ns::SweepStaleRuns();
+  shared::SweepStaleRuns();
   return RemoveSandboxDir(name);
 }
 

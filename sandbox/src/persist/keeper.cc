@@ -16,6 +16,7 @@
 
 #include <fmt/format.h>
 
+#include "agent_session.h"
 #include "control_protocol.h"
 #include "fd_passing.h"
 #include "sandbox_state.h"
@@ -24,6 +25,8 @@
 
 namespace smolbox::persist {
 namespace {
+
+using shared::SetupFailure;
 
 constexpr int kListenBacklog = 8;
 // A client that connects must send its request promptly; it cannot stall the keeper.
@@ -38,12 +41,6 @@ std::string NowIso8601() {
   char text[32];
   std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", &tm);
   return text;
-}
-
-RunResult SetupFailure(RunResult result, const Error& error) {
-  result.status = Status::kSetupError;
-  result.error = error.ToString();
-  return result;
 }
 
 Expected<UniqueFd> Listen(int dir_fd) {
@@ -105,7 +102,7 @@ class Keeper {
     if (!client.valid() || !PeerIsOurUser(client.get())) return true;
     timeval timeout{kRequestTimeoutSec, 0};
     setsockopt(client.get(), SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
-    auto message = ns::ReceiveWithFds(client.get(), kMaxRequestBytes);
+    auto message = shared::ReceiveWithFds(client.get(), kMaxRequestBytes);
     if (!message) return true;
     const auto& [m, fds] = *message;
     if (m.Type() == "stop") {
@@ -194,7 +191,7 @@ int KeeperMain(int dir_fd, const RunSpec& spec, UniqueFd report) {
     return 1;
   }
   auto listener = Listen(dir_fd);
-  auto start = ns::ProcessStartTime(getpid());
+  auto start = shared::ProcessStartTime(getpid());
   if (!listener || !start) {
     ReportToCreator(report.get(), "failed", SetupFailure(setup, listener ? start.error() : listener.error()));
     return 1;
@@ -221,35 +218,38 @@ void Detach() {
   if (null > 2) close(null);
 }
 
-}  // namespace
+// The new sandbox's directory, and its lock, which the creator holds until the sandbox is ready.
+struct NewSandboxDir {
+  UniqueFd dir;
+  UniqueFd lock;
+};
 
-RunResult CreateSandbox(const std::string& name, const RunSpec& spec) {
-  RunResult failed;
-  failed.status = Status::kSetupError;
-  auto fail = [&](const Error& error) {
-    failed.error = error.ToString();
-    return failed;
-  };
-  if (auto ok = ValidateName(name); !ok) return fail(ok.error());
-  auto sandboxes = SandboxesDir();
-  if (!sandboxes) return fail(sandboxes.error());
-  std::string path = *sandboxes + "/" + name;
+Expected<NewSandboxDir> MakeSandboxDir(const std::string& name) {
+  SMOLBOX_TRY(ValidateName(name));
+  SMOLBOX_ASSIGN_OR_RETURN(auto sandboxes, SandboxesDir());
+  std::string path = sandboxes + "/" + name;
   if (mkdir(path.c_str(), 0700) != 0) {
     if (errno == EEXIST) {
-      return fail(Error{"name", fmt::format("a sandbox named {:?} already exists (smolbox ls; smolbox rm {})", name, name), 0});
+      return std::unexpected(Error{"name", fmt::format("a sandbox named {:?} already exists (smolbox ls; smolbox rm {})", name, name), 0});
     }
-    return fail(Error::Sys("mkdir " + path));
+    return std::unexpected(Error::Sys("mkdir " + path));
   }
   auto dir = OpenSandboxDir(name);
   auto lock = dir ? TryLock(dir->get()) : std::unexpected(dir.error());
   if (!lock || !lock->valid()) {
     if (dir) (void)RemoveSandboxDir(name);
-    return fail(lock ? Error{"name", "the new sandbox's lock is taken", 0} : lock.error());
+    return std::unexpected(lock ? Error{"name", "the new sandbox's lock is taken", 0} : lock.error());
   }
+  return NewSandboxDir{std::move(*dir), std::move(*lock)};
+}
+
+// Forks the keeper and waits for its report. On failure nothing is left: the keeper is
+// collected, and whatever it made is removed with the directory.
+Expected<RunResult> StartKeeper(const std::string& name, NewSandboxDir& sandbox, const RunSpec& spec) {
   int pipe_fds[2];
   if (pipe2(pipe_fds, O_CLOEXEC) != 0) {
     (void)RemoveSandboxDir(name);
-    return fail(Error::Sys("pipe"));
+    return std::unexpected(Error::Sys("pipe"));
   }
   UniqueFd report_read(pipe_fds[0]);
   UniqueFd report_write(pipe_fds[1]);
@@ -257,14 +257,14 @@ RunResult CreateSandbox(const std::string& name, const RunSpec& spec) {
   pid_t keeper = fork();
   if (keeper < 0) {
     (void)RemoveSandboxDir(name);
-    return fail(Error::Sys("fork the keeper"));
+    return std::unexpected(Error::Sys("fork the keeper"));
   }
   if (keeper == 0) {
     report_read.Reset();
     // The creator holds the lock until the sandbox is ready; this copy must not keep it after.
-    lock->Reset();
+    sandbox.lock.Reset();
     Detach();
-    _exit(KeeperMain(dir->get(), spec, std::move(report_write)));
+    _exit(KeeperMain(sandbox.dir.get(), spec, std::move(report_write)));
   }
   report_write.Reset();
   auto message = channel::ReadMessage(report_read.get());
@@ -275,13 +275,21 @@ RunResult CreateSandbox(const std::string& name, const RunSpec& spec) {
   // The keeper failed (and exits) or died: collect it, then everything it may have left.
   while (waitpid(keeper, nullptr, 0) < 0 && errno == EINTR) {
   }
-  ns::SweepStaleRuns();
+  shared::SweepStaleRuns();
   (void)RemoveSandboxDir(name);
   if (message && *message) {
     auto result = ResultFromJson((*message)->header);
     if (result) return *result;
   }
-  return fail(Error{"create", "the sandbox's keeper died while starting it", 0});
+  return std::unexpected(Error{"create", "the sandbox's keeper died while starting it", 0});
+}
+
+}  // namespace
+
+RunResult CreateSandbox(const std::string& name, const RunSpec& spec) {
+  auto sandbox = MakeSandboxDir(name);
+  auto result = sandbox ? StartKeeper(name, *sandbox, spec) : std::unexpected(sandbox.error());
+  return result ? *result : SetupFailure({}, result.error());
 }
 
 }  // namespace smolbox::persist

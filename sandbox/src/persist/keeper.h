@@ -9,7 +9,7 @@
 // When the agent or VM dies on its own, or the keeper gets SIGTERM, SIGINT or SIGHUP, the
 // keeper tears the sandbox down, writes why into `dead`, and exits; `smolbox rm` then removes
 // what is left. A keeper killed outright takes its agent or QEMU with it (PDEATHSIG), and the
-// next sweep (ns::SweepStaleRuns) removes its run directory and cgroups.
+// next sweep (shared::SweepStaleRuns) removes its run directory and cgroups.
 #pragma once
 
 #include <string>

@@ -72,7 +72,7 @@ Expected<void> ValidateName(const std::string& name) {
 }
 
 Expected<std::string> SandboxesDir() {
-  SMOLBOX_ASSIGN_OR_RETURN(auto root, ns::StateRoot());
+  SMOLBOX_ASSIGN_OR_RETURN(auto root, shared::StateRoot());
   std::string dir = root + "/sandboxes";
   if (mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) return std::unexpected(Error::Sys("mkdir " + dir));
   struct stat st{};
@@ -117,7 +117,7 @@ std::optional<KeeperInfo> ReadInfo(int dir_fd) {
 
 bool KeeperAlive(const KeeperInfo& info) {
   if (info.pid <= 0) return false;
-  auto start = ns::ProcessStartTime(info.pid);
+  auto start = shared::ProcessStartTime(info.pid);
   return start && *start == info.start_time;
 }
 

@@ -1,6 +1,6 @@
 // Where a persistent sandbox lives on the host, and how to tell whether it still does.
 //
-// Layout: <state root>/sandboxes/<name>/   (0700; the state root is ns::StateRoot())
+// Layout: <state root>/sandboxes/<name>/   (0700; the state root is shared::StateRoot())
 //   lock          write-locked (an OFD lock) by `smolbox exec` for the length of an exec, and by
 //                 `smolbox create` until the sandbox is ready: a held lock means busy
 //   info.json     written by the keeper once the sandbox is up: backend, isolation, created,

@@ -39,7 +39,7 @@ void DropCapabilities() {
   syscall(SYS_capset, &header, data);
 }
 
-[[noreturn]] void RunChild(const JailPlan& plan, ns::CgroupEntry& cgroup, int joined_fd, int go_fd,
+[[noreturn]] void RunChild(const JailPlan& plan, shared::CgroupEntry& cgroup, int joined_fd, int go_fd,
                            int error_fd) {
   // The runtime's death ends QEMU, and with it (PID 1 of its namespace) everything in it.
   if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) FailStep(error_fd, "prctl PR_SET_PDEATHSIG");
@@ -105,7 +105,7 @@ Expected<void> MapIds(pid_t pid, const JailPlan& plan) {
 
 }  // namespace
 
-Expected<JailedProcess> StartJailed(const JailPlan& plan, ns::Cgroup& cgroup) {
+Expected<JailedProcess> StartJailed(const JailPlan& plan, shared::Cgroup& cgroup) {
   int joined[2];
   int go[2];
   int error[2];
@@ -115,7 +115,7 @@ Expected<JailedProcess> StartJailed(const JailPlan& plan, ns::Cgroup& cgroup) {
   UniqueFd go_read(go[0]), go_write(go[1]);
   if (pipe2(error, O_CLOEXEC) != 0) return std::unexpected(Error::Sys("pipe2"));
   UniqueFd error_read(error[0]), error_write(error[1]);
-  ns::CgroupEntry entry = cgroup.OpenEntry();
+  shared::CgroupEntry entry = cgroup.OpenEntry();
   int pidfd = -1;
   unsigned long flags = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC |
                         CLONE_NEWUTS | CLONE_PIDFD | SIGCHLD;

@@ -36,6 +36,6 @@ struct JailedProcess {
 };
 
 // Returns once QEMU has been exec'd, or with the step that failed.
-Expected<JailedProcess> StartJailed(const JailPlan& plan, ns::Cgroup& cgroup);
+Expected<JailedProcess> StartJailed(const JailPlan& plan, shared::Cgroup& cgroup);
 
 }  // namespace smolbox::vm

@@ -26,7 +26,7 @@ constexpr int kTcgCacheMiB = 64;
 // is kept in the cache dir for the binary it came from; any other binary asks again.
 std::string VersionOutput(const std::string& path) {
   UniqueFd binary(open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  auto cache = ns::CacheDir();
+  auto cache = shared::CacheDir();
   if (!binary.valid() || !cache) return RunCapture({path, "--version"}, kVersionTimeoutMs);
   std::string file = *cache + "/qemu-version";
   std::string key = fmt::format("{} {}\n", path, FileIdentity(binary.get()));

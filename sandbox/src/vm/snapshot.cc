@@ -101,7 +101,7 @@ Expected<SnapshotKey> MakeSnapshotKey(const Qemu& qemu, const GuestArtifacts& gu
 }
 
 Expected<SnapshotStore> SnapshotStore::Open() {
-  SMOLBOX_ASSIGN_OR_RETURN(auto root, ns::StateRoot());
+  SMOLBOX_ASSIGN_OR_RETURN(auto root, shared::StateRoot());
   std::string path = root + "/snapshots";
   if (mkdir(path.c_str(), 0700) != 0 && errno != EEXIST) return std::unexpected(Error::Sys("mkdir " + path));
   UniqueFd dir(open(path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));

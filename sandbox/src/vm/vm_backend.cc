@@ -21,13 +21,12 @@
 #include <fmt/format.h>
 
 #include "accel.h"
+#include "agent_session.h"
 #include "cgroup.h"
-#include "exec_protocol.h"
 #include "guest_artifacts.h"
 #include "guest_protocol.h"
 #include "jail.h"
 #include "json_bounds.h"
-#include "monitor.h"
 #include "qemu_command.h"
 #include "qmp.h"
 #include "snapshot.h"
@@ -62,7 +61,6 @@ constexpr int64_t kBackstopGraceTcgMs = 10000;
 constexpr int64_t kBackstopGraceKvmMs = 3000;
 constexpr int64_t kPowerOffWaitMs = 3000;
 constexpr size_t kKeptConsoleLogs = 20;
-constexpr const char* kDefaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 
 int64_t MsSince(Clock::time_point start) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count();
@@ -71,10 +69,10 @@ int64_t MsSince(Clock::time_point start) {
 // Everything one VM holds; destroyed in reverse order of declaration.
 struct Vm {
   Accel accel = Accel::kTcg;
-  std::optional<ns::RunDir> dir;
-  std::optional<ns::Cgroup> cgroup;
-  std::vector<ns::HostVolume> volumes;
-  std::optional<ns::Storage> storage;
+  std::optional<shared::RunDir> dir;
+  std::optional<shared::Cgroup> cgroup;
+  std::vector<shared::HostVolume> volumes;
+  std::optional<shared::Storage> storage;
   GuestArtifacts guest;
   std::string console_path;
   UniqueFd console;
@@ -85,10 +83,7 @@ struct Vm {
   uid_t guest_uid = 0;  // the workload's in its user namespace in the guest
   gid_t guest_gid = 0;
 
-  ~Vm() {
-    if (qemu.pidfd.valid()) syscall(SYS_pidfd_send_signal, qemu.pidfd.get(), SIGKILL, nullptr, 0);
-    if (qemu.pid > 0) while (waitpid(qemu.pid, nullptr, 0) < 0 && errno == EINTR) {}
-  }
+  ~Vm() { shared::KillAndReap(qemu.pidfd.get(), qemu.pid); }
 };
 
 Expected<void> CheckSpec(const RunSpec& spec) {
@@ -133,7 +128,7 @@ void PruneConsoleLogs(const std::string& logs) {
 }
 
 Expected<void> OpenConsole(Vm& vm) {
-  SMOLBOX_ASSIGN_OR_RETURN(auto root, ns::StateRoot());
+  SMOLBOX_ASSIGN_OR_RETURN(auto root, shared::StateRoot());
   std::string logs = root + "/logs";
   if (mkdir(logs.c_str(), 0700) != 0 && errno != EEXIST) return std::unexpected(Error::Sys("mkdir " + logs));
   PruneConsoleLogs(logs);
@@ -199,9 +194,7 @@ std::string LastLine(const std::string& path) {
 
 // A QEMU that will not be used: a failed restore, before the boot that replaces it.
 void KillQemu(Vm& vm) {
-  syscall(SYS_pidfd_send_signal, vm.qemu.pidfd.get(), SIGKILL, nullptr, 0);
-  while (waitpid(vm.qemu.pid, nullptr, 0) < 0 && errno == EINTR) {
-  }
+  shared::KillAndReap(vm.qemu.pidfd.get(), vm.qemu.pid);
   vm.qemu.pid = -1;
   vm.qemu.pidfd.Reset();
   vm.channel.Reset();
@@ -234,7 +227,7 @@ GuestSetup MakeGuestSetup(const RunSpec& spec, const Vm& vm) {
     const auto& v = vm.volumes[i];
     setup.volumes.push_back(GuestVolume{v.mount->target, v.mount->read_only,
                                         v.mount->read_only ? fmt::format("ro{}", i) : "",
-                                        v.mount->read_only ? "" : ns::Storage::VolumeDir(v.storage_index)});
+                                        v.mount->read_only ? "" : shared::Storage::VolumeDir(v.storage_index)});
   }
   // Parents before children, as the namespace backend mounts them.
   std::sort(setup.volumes.begin(), setup.volumes.end(),
@@ -380,106 +373,63 @@ Expected<void> Prepare(const RunSpec& spec, Vm& vm, RunResult& result) {
   auto guest = OpenGuestArtifacts(GuestDir());
   SMOLBOX_TRY(guest);
   vm.guest = std::move(*guest);
-  auto volumes = ns::OpenVolumes(spec);
+  auto volumes = shared::OpenVolumes(spec);
   SMOLBOX_TRY(volumes);
   vm.volumes = std::move(*volumes);
   bool root = spec.user == UserKind::kRoot;
-  vm.guest_uid = root ? 0 : ns::kSandboxUid;
-  vm.guest_gid = root ? 0 : ns::kSandboxGid;
-  vm.host_uid = ns::kHostIdBase + vm.guest_uid;
-  vm.host_gid = ns::kHostIdBase + vm.guest_gid;
-  auto dir = ns::RunDir::Create();
+  vm.guest_uid = root ? 0 : confine::kSandboxUid;
+  vm.guest_gid = root ? 0 : confine::kSandboxGid;
+  vm.host_uid = confine::kHostIdBase + vm.guest_uid;
+  vm.host_gid = confine::kHostIdBase + vm.guest_gid;
+  auto dir = shared::RunDir::Create();
   SMOLBOX_TRY(dir);
   vm.dir.emplace(std::move(*dir));
   int64_t qemu_mib = spec.limits.memory_mib + kGuestOverheadMiB + kQemuOverheadMiB;
   // CPU: the vCPUs plus one for QEMU's own I/O thread; the workload's share is held inside.
   double qemu_cpus = VcpusFor(spec) + 1.0;
-  vm.cgroup.emplace(ns::Cgroup::Create(vm.dir->id(), {qemu_mib << 20, qemu_cpus, kQemuPids}));
+  vm.cgroup.emplace(shared::Cgroup::Create(vm.dir->id(), {qemu_mib << 20, qemu_cpus, kQemuPids}));
   for (const auto& problem : vm.cgroup->problems()) result.Warn("QEMU's cgroup: " + problem);
-  SMOLBOX_TRY(ns::EnterPrivateMountNamespace());
-  auto storage = ns::Storage::CreateDisk(spec.limits.storage_mib, vm.dir->path() + "/storage");
+  SMOLBOX_TRY(shared::EnterPrivateMountNamespace());
+  auto storage = shared::Storage::CreateDisk(spec.limits.storage_mib, vm.dir->path() + "/storage");
   SMOLBOX_TRY(storage);
   vm.storage.emplace(std::move(*storage));
-  vm.storage->set_metadata(ns::Metadata::kMappedXattr);  // QemuArgv's security_model
-  SMOLBOX_TRY(ns::FillStorage(spec, vm.volumes, *vm.storage, vm.host_uid, vm.host_gid, result));
+  vm.storage->set_metadata(shared::Metadata::kMappedXattr);  // QemuArgv's security_model
+  SMOLBOX_TRY(shared::FillStorage(spec, vm.volumes, *vm.storage, vm.host_uid, vm.host_gid, result));
   SMOLBOX_TRY(OpenConsole(vm));
   SMOLBOX_TRY(BringUp(spec, qemu, vm, result));
   return SetUpGuest(spec, vm);
 }
 
-ExecRequest MakeRequest(const RunSpec& spec, const Vm& vm, const ExecIo& io) {
-  ExecRequest r;
-  r.argv = spec.argv;
-  r.env = {{"PATH", kDefaultPath}, {"HOME", spec.workdir}, {"LANG", "C.UTF-8"}};
-  for (const auto& [k, v] : spec.env) r.env[k] = v;
-  r.cwd = spec.workdir;
-  r.uid = vm.guest_uid;
-  r.gid = vm.guest_gid;
-  r.timeout_ms = spec.limits.timeout_ms;
-  r.cpu_ms = spec.limits.cpu_ms.value_or(0);
-  r.output_bytes = spec.limits.output_bytes;
-  r.files = spec.limits.files;
-  r.stdin_stream = io.has_stdin();
-  return r;
-}
-
 // Closing the channel tells the agent to power the guest off; QEMU then exits by itself.
 void StopVm(Vm& vm) {
-  shutdown(vm.channel.get(), SHUT_RDWR);
-  pollfd fd{vm.qemu.pidfd.get(), POLLIN, 0};
-  if (poll(&fd, 1, kPowerOffWaitMs) <= 0) syscall(SYS_pidfd_send_signal, vm.qemu.pidfd.get(), SIGKILL, nullptr, 0);
-  while (waitpid(vm.qemu.pid, nullptr, 0) < 0 && errno == EINTR) {
-  }
+  shared::StopAgent(vm.channel.get(), vm.qemu.pidfd.get(), vm.qemu.pid, kPowerOffWaitMs);
   vm.qemu.pid = -1;
   vm.qemu.pidfd.Reset();
   vm.cgroup->KillAll();
 }
 
-class VmSession final : public Session {
+shared::AgentSandbox Describe(const Vm& vm) {
+  shared::AgentSandbox agent;
+  agent.backend = "vm";
+  agent.isolation = vm.accel == Accel::kKvm ? "kvm" : "tcg";
+  agent.channel = vm.channel.get();
+  agent.pidfd = vm.qemu.pidfd.get();
+  agent.death_reason = "its VM (QEMU) exited";
+  agent.uid = vm.guest_uid;
+  agent.gid = vm.guest_gid;
+  // The agent in the guest holds the workload's cgroup: its report has the limits too.
+  agent.cgroup = nullptr;
+  agent.grace_ms = vm.accel == Accel::kKvm ? kBackstopGraceKvmMs : kBackstopGraceTcgMs;
+  agent.backstop_warning = "timeout: the agent in the guest did not end the run; the host backstop killed the VM";
+  agent.storage = &*vm.storage;
+  agent.volumes = &vm.volumes;
+  return agent;
+}
+
+class VmSession final : public shared::AgentSession {
  public:
-  explicit VmSession(std::unique_ptr<Vm> vm) : vm_(std::move(vm)) {}
+  explicit VmSession(std::unique_ptr<Vm> vm) : AgentSession(Describe(*vm)), vm_(std::move(vm)) {}
   ~VmSession() override { StopVm(*vm_); }
-
-  RunResult Exec(const RunSpec& spec, const ExecIo& io, int cancel_fd) override {
-    RunResult result;
-    result.backend = "vm";
-    result.isolation = vm_->accel == Accel::kKvm ? "kvm" : "tcg";
-    if (!DeathReason().empty()) {
-      result.status = Status::kInternalError;
-      result.error = "the sandbox is dead: " + DeathReason();
-      return result;
-    }
-    auto run_start = Clock::now();
-    ExecRequest request = MakeRequest(spec, *vm_, io);
-    ns::MonitorOutcome outcome;
-    int64_t grace = vm_->accel == Accel::kKvm ? kBackstopGraceKvmMs : kBackstopGraceTcgMs;
-    if (auto sent = channel::WriteMessage(vm_->channel.get(), EncodeExec(request)); !sent) {
-      outcome.error = sent.error().ToString();
-    } else {
-      outcome = ns::MonitorExec(vm_->channel.get(), vm_->qemu.pidfd.get(), request, io, nullptr, cancel_fd, grace);
-    }
-    result.timings.run_ms = MsSince(run_start);
-    auto teardown_start = Clock::now();
-    // The agent in the guest holds the workload's cgroup: its report has the limits too.
-    ns::ApplyOutcome(outcome, "timeout: the agent in the guest did not end the run; the host backstop killed the VM",
-                     result);
-    for (auto& warning : outcome.warnings) result.Warn(std::move(warning));
-    result.stdout_data = std::move(outcome.stdout_data);
-    result.stderr_data = std::move(outcome.stderr_data);
-    result.stdout_truncated = outcome.stdout_truncated || (outcome.report && outcome.report->stdout_truncated);
-    result.stderr_truncated = outcome.stderr_truncated || (outcome.report && outcome.report->stderr_truncated);
-    if (vm_->storage->Full()) result.limits_hit.push_back("storage");
-    ns::CopyBackVolumes(spec, vm_->volumes, *vm_->storage, result);
-    result.timings.teardown_ms = MsSince(teardown_start);
-    return result;
-  }
-
-  int death_fd() const override { return vm_->qemu.pidfd.get(); }
-
-  std::string DeathReason() const override {
-    pollfd fd{vm_->qemu.pidfd.get(), POLLIN, 0};
-    return poll(&fd, 1, 0) > 0 ? "its VM (QEMU) exited" : "";
-  }
 
  private:
   std::unique_ptr<Vm> vm_;
@@ -495,7 +445,7 @@ class VmBackend final : public Backend {
     auto vm = std::make_unique<Vm>();
     vm->accel = *accel;
     result.isolation = *accel == Accel::kKvm ? "kvm" : "tcg";
-    ns::SweepStaleRuns();
+    shared::SweepStaleRuns();
     if (auto ready = Prepare(spec, *vm, result); !ready) return SetupError(result, ready.error(), start);
     unlink(vm->console_path.c_str());  // booted: the log is only kept for failures
     result.timings.setup_ms = MsSince(start);
@@ -504,8 +454,7 @@ class VmBackend final : public Backend {
 
  private:
   static std::unique_ptr<Session> SetupError(RunResult& result, const Error& error, Clock::time_point start) {
-    result.status = Status::kSetupError;
-    result.error = error.ToString();
+    result = shared::SetupFailure(std::move(result), error);
     result.timings.setup_ms = MsSince(start);
     return nullptr;
   }

@@ -10,14 +10,14 @@
 #include <optional>
 #include <sstream>
 
-#include "ns/cgroup.h"
+#include "shared/cgroup.h"
 #include "test_support.h"
 
 namespace smolbox::testing {
 namespace {
 
-using ns::Cgroup;
-using ns::CgroupEntry;
+using shared::Cgroup;
+using shared::CgroupEntry;
 
 // Which of memory, cpu and pids the cgroup holds, on which version: "memory=v1 cpu=v2 ...".
 std::vector<std::pair<std::string, std::string>> Held(const Cgroup& cg) {

@@ -9,7 +9,7 @@
 #include "channel.h"
 #include "unique_fd.h"
 
-namespace smolbox::ns {
+namespace smolbox::shared {
 
 // The most descriptors one message carries.
 inline constexpr size_t kMaxPassedFds = 3;
@@ -22,4 +22,4 @@ inline Expected<void> SendWithFd(int socket, const channel::Message& message, in
   return SendWithFds(socket, message, std::span<const int>(&fd, 1));
 }
 
-}  // namespace smolbox::ns
+}  // namespace smolbox::shared

@@ -15,7 +15,7 @@
 
 #include "mount.h"
 
-namespace smolbox::ns {
+namespace smolbox::confine {
 namespace {
 
 Expected<std::string> MakeTempDir(const std::string& root, const char* prefix) {
@@ -141,4 +141,4 @@ std::string ResolvedPath(int fd) {
   return std::string(path, static_cast<size_t>(n));
 }
 
-}  // namespace smolbox::ns
+}  // namespace smolbox::confine

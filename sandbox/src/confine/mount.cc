@@ -17,7 +17,7 @@
 
 #include "hidden_source.h"
 
-namespace smolbox::ns {
+namespace smolbox::confine {
 namespace {
 
 constexpr const char* kHostImageDirs[] = {"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"};
@@ -409,4 +409,4 @@ Expected<void> PivotInto(const std::string& newroot) {
   return {};
 }
 
-}  // namespace smolbox::ns
+}  // namespace smolbox::confine

@@ -16,7 +16,7 @@
 
 #include "cgroup.h"
 
-namespace smolbox::ns {
+namespace smolbox::shared {
 namespace {
 
 // A path we create must be a real directory owned by us: a symlink planted by another
@@ -148,4 +148,4 @@ void SweepStaleRuns() {
   closedir(dir);
 }
 
-}  // namespace smolbox::ns
+}  // namespace smolbox::shared

@@ -3,9 +3,9 @@
 
 #include "smolbox/error.h"
 
-namespace smolbox::ns {
+namespace smolbox::confine {
 
 // Brings up `lo` in the current (new) network namespace.
 Expected<void> BringUpLoopback();
 
-}  // namespace smolbox::ns
+}  // namespace smolbox::confine

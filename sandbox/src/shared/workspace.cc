@@ -12,7 +12,7 @@
 
 #include "copyback.h"
 
-namespace smolbox::ns {
+namespace smolbox::shared {
 namespace {
 
 size_t RwCount(const std::vector<HostVolume>& volumes) {
@@ -95,4 +95,4 @@ Expected<UniqueFd> OpenStdinFile(const std::string& path) {
   return fd;
 }
 
-}  // namespace smolbox::ns
+}  // namespace smolbox::shared

@@ -14,7 +14,7 @@
 
 #include "json_bounds.h"
 
-namespace smolbox::ns {
+namespace smolbox::shared {
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -368,4 +368,4 @@ MonitorOutcome MonitorExec(int channel, int agent_pidfd, const ExecRequest& requ
   return ExecMonitor(channel, agent_pidfd, request, io, cpu_cgroup, cancel_fd, grace_ms).Run();
 }
 
-}  // namespace smolbox::ns
+}  // namespace smolbox::shared

@@ -23,7 +23,7 @@
 #include "smolbox/error.h"
 #include "unique_fd.h"
 
-namespace smolbox::ns {
+namespace smolbox::shared {
 
 struct CgroupLimits {
   int64_t memory_bytes = 0;
@@ -98,4 +98,4 @@ class Cgroup {
 // Removes the cgroups of a run whose runtime died, by run id.
 void RemoveStaleCgroups(const std::string& run_id);
 
-}  // namespace smolbox::ns
+}  // namespace smolbox::shared

@@ -18,7 +18,7 @@
 #include "exec_protocol.h"
 #include "smolbox/backend.h"
 
-namespace smolbox::ns {
+namespace smolbox::shared {
 
 struct MonitorOutcome {
   std::optional<ExecReport> report;  // the agent's own account, when it gave one
@@ -51,4 +51,4 @@ void ApplyOutcome(const MonitorOutcome& outcome, const std::string& backstop_war
 MonitorOutcome MonitorExec(int channel, int agent_pidfd, const ExecRequest& request, const ExecIo& io,
                            const Cgroup* cpu_cgroup, int cancel_fd, int64_t grace_ms = kBackstopGraceMs);
 
-}  // namespace smolbox::ns
+}  // namespace smolbox::shared

@@ -8,7 +8,7 @@
 
 #include <fmt/format.h>
 
-namespace smolbox::ns {
+namespace smolbox::confine {
 namespace {
 
 Expected<void> WriteProcFile(pid_t pid, const char* name, const std::string& text) {
@@ -83,4 +83,4 @@ Expected<void> LimitAgentBoundingSet() {
   return {};
 }
 
-}  // namespace smolbox::ns
+}  // namespace smolbox::confine

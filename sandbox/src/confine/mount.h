@@ -14,7 +14,7 @@
 
 #include "smolbox/error.h"
 
-namespace smolbox::ns {
+namespace smolbox::confine {
 
 struct VolumeBind {
   std::string target;
@@ -54,4 +54,4 @@ Expected<void> PivotInto(const std::string& newroot);
 // The directory every /proc/self/fd/N path for fd reaches, for mounting from a descriptor.
 std::string FdPath(int fd);
 
-}  // namespace smolbox::ns
+}  // namespace smolbox::confine

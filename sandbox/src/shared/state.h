@@ -12,7 +12,7 @@
 
 #include "smolbox/error.h"
 
-namespace smolbox::ns {
+namespace smolbox::shared {
 
 // The state root for this uid, created 0711 and checked to be ours and not a symlink.
 Expected<std::string> StateRoot();
@@ -44,4 +44,4 @@ Expected<unsigned long long> ProcessStartTime(int pid);
 // Removes run dirs and cgroups of runtimes that are gone. Safe to call concurrently.
 void SweepStaleRuns();
 
-}  // namespace smolbox::ns
+}  // namespace smolbox::shared

@@ -21,7 +21,7 @@
 #include "smolbox/error.h"
 #include "unique_fd.h"
 
-namespace smolbox::ns {
+namespace smolbox::confine {
 
 class SourceHider {
  public:
@@ -59,4 +59,4 @@ std::optional<std::string> MountsInTheWay(int fd, bool is_dir);
 // The path fd was opened at, as /proc/self/fd shows it.
 std::string ResolvedPath(int fd);
 
-}  // namespace smolbox::ns
+}  // namespace smolbox::confine

@@ -5,7 +5,7 @@
 
 #include <cstring>
 
-namespace smolbox::ns {
+namespace smolbox::shared {
 namespace {
 
 // One data buffer and room for the most descriptors; pointers into itself, so never copied.
@@ -96,4 +96,4 @@ Expected<std::pair<channel::Message, std::vector<UniqueFd>>> ReceiveWithFds(int 
   return std::pair{std::move(**message), std::move(received)};
 }
 
-}  // namespace smolbox::ns
+}  // namespace smolbox::shared

@@ -18,7 +18,7 @@
 #include "storage.h"
 #include "unique_fd.h"
 
-namespace smolbox::ns {
+namespace smolbox::shared {
 
 // A volume source, opened by the runtime: rw volumes are copied in and back through this fd;
 // ro ones are opened again by the sandbox's setup, since a bind source must belong to the
@@ -44,4 +44,4 @@ void CopyBackVolumes(const RunSpec& spec, const std::vector<HostVolume>& volumes
 // A stdin file, opened for streaming: a regular file of any size, a pipe or a terminal.
 Expected<UniqueFd> OpenStdinFile(const std::string& path);
 
-}  // namespace smolbox::ns
+}  // namespace smolbox::shared

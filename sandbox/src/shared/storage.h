@@ -21,7 +21,7 @@
 #include "smolbox/error.h"
 #include "unique_fd.h"
 
-namespace smolbox::ns {
+namespace smolbox::shared {
 
 class Storage {
  public:
@@ -66,4 +66,4 @@ class Storage {
 // Options for the rootless tmpfs, mounted by the sandbox's setup.
 std::string TmpfsStorageOptions(int64_t size_mib, uid_t uid, gid_t gid);
 
-}  // namespace smolbox::ns
+}  // namespace smolbox::shared

@@ -17,7 +17,7 @@
 
 #include "unique_fd.h"
 
-namespace smolbox::ns {
+namespace smolbox::shared {
 namespace {
 
 // Deeper than any real project tree; the walk holds two descriptors per level.
@@ -278,4 +278,4 @@ Expected<void> CopyBack(int sandbox_dir, int host_dir, Owner owner, int64_t budg
   return Sync(sandbox_dir, host_dir, Walk{owner, true, &budget, dropped, metadata});
 }
 
-}  // namespace smolbox::ns
+}  // namespace smolbox::shared

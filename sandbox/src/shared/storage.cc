@@ -23,7 +23,7 @@
 
 #include "state.h"
 
-namespace smolbox::ns {
+namespace smolbox::shared {
 namespace {
 
 // Disk, not /run: the image must not cost RAM.
@@ -344,4 +344,4 @@ std::string TmpfsStorageOptions(int64_t size_mib, uid_t uid, gid_t gid) {
   return fmt::format("size={}m,nr_inodes={},mode=0755,uid={},gid={}", size_mib, InodesFor(size_mib), uid, gid);
 }
 
-}  // namespace smolbox::ns
+}  // namespace smolbox::shared

@@ -25,7 +25,7 @@
 
 #include "smolbox/error.h"
 
-namespace smolbox::ns {
+namespace smolbox::shared {
 
 struct Owner {
   uid_t uid = 0;
@@ -49,4 +49,4 @@ Expected<void> CopyIn(int from_dir, int to_dir, Owner owner, int64_t* budget,
 Expected<void> CopyBack(int sandbox_dir, int host_dir, Owner owner, int64_t budget,
                         std::vector<std::string>* dropped, Metadata metadata = Metadata::kNative);
 
-}  // namespace smolbox::ns
+}  // namespace smolbox::shared

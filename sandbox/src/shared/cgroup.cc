@@ -21,7 +21,7 @@
 
 #include "cgroup_hierarchies.h"
 
-namespace smolbox::ns {
+namespace smolbox::shared {
 namespace {
 
 constexpr int64_t kCpuPeriodUs = 100000;
@@ -350,4 +350,4 @@ void RemoveStaleCgroups(const std::string& run_id) {
   }
 }
 
-}  // namespace smolbox::ns
+}  // namespace smolbox::shared

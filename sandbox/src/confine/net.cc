@@ -7,7 +7,7 @@
 
 #include <cstring>
 
-namespace smolbox::ns {
+namespace smolbox::confine {
 
 Expected<void> BringUpLoopback() {
   int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
@@ -22,4 +22,4 @@ Expected<void> BringUpLoopback() {
   return {};
 }
 
-}  // namespace smolbox::ns
+}  // namespace smolbox::confine

@@ -13,7 +13,7 @@
 #include "smolbox/error.h"
 #include "smolbox/spec.h"
 
-namespace smolbox::ns {
+namespace smolbox::confine {
 
 inline constexpr uid_t kSandboxUid = 1000;
 inline constexpr gid_t kSandboxGid = 1000;
@@ -45,4 +45,4 @@ Expected<void> BecomeSetupRoot(const Identity& identity);
 // workload that took the agent over could not take more.
 Expected<void> LimitAgentBoundingSet();
 
-}  // namespace smolbox::ns
+}  // namespace smolbox::confine

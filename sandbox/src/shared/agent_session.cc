@@ -1,0 +1,155 @@
+#include "agent_session.h"
+
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+
+#include "exec_protocol.h"
+
+namespace smolbox::shared {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr const char* kDefaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+
+int64_t MsSince(Clock::time_point start) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count();
+}
+
+// Counters of the sandbox's cgroup before an exec, so that each exec is judged on its own.
+struct CgroupMarks {
+  int64_t oom_kills = 0;
+  int64_t pids_max_events = 0;
+  int64_t cpu_ms = 0;
+};
+
+CgroupMarks Mark(const Cgroup* cg) {
+  if (cg == nullptr) return {};
+  return {cg->OomKills(), cg->PidsMaxEvents(), cg->CpuUsageMs().value_or(0)};
+}
+
+// What only the host sees in the cgroup that holds the workload.
+void JudgeByCgroup(const MonitorOutcome& outcome, const Cgroup& cg, const CgroupMarks& before, bool first_exec,
+                   RunResult& result) {
+  bool oom = cg.OomKills() > before.oom_kills;
+  // An OOM kill shows as the agent's SIGKILL, or as a dead agent.
+  bool killed = outcome.report ? result.status == Status::kSignaled && result.signal == SIGKILL
+                               : result.status == Status::kInternalError;
+  if (oom && killed) {
+    result.status = Status::kMemoryLimit;
+    result.signal = SIGKILL;
+    result.error.clear();
+  }
+  if (auto cpu = cg.CpuUsageMs()) result.usage.cpu_ms = std::max(result.usage.cpu_ms, *cpu - before.cpu_ms);
+  // The cgroup's peak spans the sandbox's life; it is this exec's own only for the first.
+  if (first_exec) result.usage.peak_memory_bytes = std::max(result.usage.peak_memory_bytes, cg.PeakMemoryBytes());
+  if (cg.PidsMaxEvents() > before.pids_max_events) result.limits_hit.push_back("pids");
+}
+
+void TakeOutput(MonitorOutcome& outcome, RunResult& result) {
+  for (auto& warning : outcome.warnings) result.Warn(std::move(warning));
+  result.stdout_data = std::move(outcome.stdout_data);
+  result.stderr_data = std::move(outcome.stderr_data);
+  result.stdout_truncated = outcome.stdout_truncated || (outcome.report && outcome.report->stdout_truncated);
+  result.stderr_truncated = outcome.stderr_truncated || (outcome.report && outcome.report->stderr_truncated);
+}
+
+}  // namespace
+
+RunResult AgentSession::Exec(const RunSpec& spec, const ExecIo& io, int cancel_fd) {
+  const AgentSandbox& box = sandbox_;
+  RunResult result;
+  result.backend = box.backend;
+  result.isolation = box.isolation;
+  WarnWeakLimits(box.cgroup, box.storage, result);
+  if (std::string dead = DeathReason(); !dead.empty()) {
+    result.status = Status::kInternalError;
+    result.error = "the sandbox is dead: " + dead;
+    return result;
+  }
+  auto run_start = Clock::now();
+  ExecRequest request = MakeExecRequest(spec, box, io);
+  CgroupMarks before = Mark(box.cgroup);
+  MonitorOutcome outcome;
+  if (auto sent = channel::WriteMessage(box.channel, EncodeExec(request)); !sent) {
+    outcome.error = sent.error().ToString();
+  } else {
+    outcome = MonitorExec(box.channel, box.pidfd, request, io, box.cgroup, cancel_fd, box.grace_ms);
+  }
+  result.timings.run_ms = MsSince(run_start);
+  auto teardown_start = Clock::now();
+  bool first_exec = ++execs_ == 1;
+  ApplyOutcome(outcome, box.backstop_warning, result);
+  if (box.cgroup) JudgeByCgroup(outcome, *box.cgroup, before, first_exec, result);
+  TakeOutput(outcome, result);
+  if (box.storage && box.storage->Full()) result.limits_hit.push_back("storage");
+  if (box.storage) CopyBackVolumes(spec, *box.volumes, *box.storage, result);
+  result.timings.teardown_ms = MsSince(teardown_start);
+  return result;
+}
+
+std::string AgentSession::DeathReason() const {
+  pollfd fd{sandbox_.pidfd, POLLIN, 0};
+  return poll(&fd, 1, 0) > 0 ? sandbox_.death_reason : "";
+}
+
+ExecRequest MakeExecRequest(const RunSpec& spec, const AgentSandbox& sandbox, const ExecIo& io) {
+  ExecRequest r;
+  r.argv = spec.argv;
+  r.env = {{"PATH", kDefaultPath}, {"HOME", spec.workdir}, {"LANG", "C.UTF-8"}};
+  for (const auto& [k, v] : spec.env) r.env[k] = v;
+  r.cwd = spec.workdir;
+  r.uid = sandbox.uid;
+  r.gid = sandbox.gid;
+  r.timeout_ms = spec.limits.timeout_ms;
+  r.cpu_ms = spec.limits.cpu_ms.value_or(0);
+  r.output_bytes = spec.limits.output_bytes;
+  r.files = spec.limits.files;
+  // Weaker stand-ins where the cgroup cannot hold the limit; the result warns about each.
+  if (sandbox.cgroup && !sandbox.cgroup->holds_memory()) r.memory_bytes = spec.limits.memory_mib << 20;
+  if (sandbox.cgroup && !sandbox.cgroup->holds_pids()) r.nproc = spec.limits.pids;
+  r.stdin_stream = io.has_stdin();
+  return r;
+}
+
+void WarnWeakLimits(const Cgroup* cgroup, const Storage* storage, RunResult& result) {
+  if (cgroup) {
+    for (const auto& problem : cgroup->problems()) result.Warn("cgroup: " + problem);
+    if (!cgroup->holds_memory()) result.Warn("memory: no cgroup; enforced per process by RLIMIT_DATA only");
+    if (!cgroup->holds_pids()) result.Warn("pids: no cgroup; enforced per user by RLIMIT_NPROC only");
+    if (!cgroup->holds_cpu()) result.Warn("cpus: no cgroup; the CPU share is not limited");
+  }
+  if (storage && !storage->disk_backed()) {
+    result.Warn("storage: a size-capped tmpfs (disk-backed storage needs root); it uses RAM");
+  }
+}
+
+RunResult SetupFailure(RunResult result, const Error& error) {
+  result.status = Status::kSetupError;
+  result.error = error.ToString();
+  return result;
+}
+
+void StopAgent(int channel, int pidfd, pid_t pid, int wait_ms) {
+  shutdown(channel, SHUT_RDWR);
+  pollfd fd{pidfd, POLLIN, 0};
+  if (poll(&fd, 1, wait_ms) <= 0) syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, nullptr, 0);
+  KillAndReap(-1, pid);
+}
+
+void KillAndReap(int pidfd, pid_t pid) {
+  if (pidfd >= 0) syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, nullptr, 0);
+  if (pid > 0) {
+    while (waitpid(pid, nullptr, 0) < 0 && errno == EINTR) {
+    }
+  }
+}
+
+}  // namespace smolbox::shared
