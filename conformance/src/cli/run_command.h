@@ -1,6 +1,7 @@
 // `smolvm-check run`: the adversarial battery against one sandbox.
 //
-//   smolvm-check run [--sandbox S] [--filter GLOB] [--category C] [-j N] [--report-dir DIR] [--json]
+//   smolvm-check run [--sandbox S] [--filter GLOB] [--category C] [-j N] [--report-dir DIR]
+//                    [--json]
 #pragma once
 
 #include <CLI/CLI.hpp>

@@ -214,18 +214,18 @@ Expected<SpawnedChild> Spawn(const Launch& launch, const std::string& path,
   SMOLBOX_ASSIGN_OR_RETURN(Pipes pipes, MakePipes());
   std::vector<char*> argv = CStrings(launch.argv), envp = CStrings(launch.env);
   std::vector<int> keep = KeptFds(launch, pipes[kReport].second.get());
-  ChildPlan plan{path.c_str(),
-                 argv.data(),
-                 envp.data(),
-                 launch.cwd.empty() ? nullptr : launch.cwd.c_str(),
-                 {pipes[kStdin].first.get(), pipes[kStdout].second.get(),
-                  pipes[kStderr].second.get()},
-                 pipes[kSync].first.get(),
-                 pipes[kReport].second.get(),
-                 keep.data(),
-                 keep.size(),
-                 launch.inherited_fds.data(),
-                 launch.inherited_fds.size()};
+  ChildPlan plan{
+      path.c_str(),
+      argv.data(),
+      envp.data(),
+      launch.cwd.empty() ? nullptr : launch.cwd.c_str(),
+      {pipes[kStdin].first.get(), pipes[kStdout].second.get(), pipes[kStderr].second.get()},
+      pipes[kSync].first.get(),
+      pipes[kReport].second.get(),
+      keep.data(),
+      keep.size(),
+      launch.inherited_fds.data(),
+      launch.inherited_fds.size()};
   SpawnedChild child;
   child.start = std::chrono::steady_clock::now();
   pid_t pid = fork();
