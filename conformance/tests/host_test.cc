@@ -298,7 +298,7 @@ TEST(HostFixture, kvm_closed_to_other_users_is_unusable_for_root_whose_qemu_runs
   ASSERT_NE(mkdtemp(tmpl), nullptr);
   fs::path dir = fs::path(tmpl) / "runner-as-root";
   fs::copy(kFixtures + "/github-runner", dir, fs::copy_options::recursive);
-  auto stat = nlohmann::json::parse(Slurp((dir / "stat.json").string()));
+  auto stat = nlohmann::json::parse(ReadFileOrEmpty((dir / "stat.json").string()));
   stat["/dev/kvm"]["mode"] = "0660";
   std::ofstream((dir / "stat.json").string()) << stat.dump();
   std::ofstream((dir / "host.json").string()) << R"({"uid": 0, "groups": [0], "cpuid_hypervisor": "Microsoft Hv"})";
