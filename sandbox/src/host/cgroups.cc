@@ -1,5 +1,5 @@
 // cgroups: which hierarchy this host runs (v1, v2 or hybrid), and where this user may place a
-// run's memory, cpu and pids limits. It follows the runtime's own choice (src/ns/cgroup.cc):
+// run's memory, cpu and pids limits. It follows the runtime's own choice (src/shared/cgroup.cc):
 // root uses a smolbox subtree at the top of v2; others need a delegated v2 cgroup; any
 // controller v2 cannot hold falls back to its v1 hierarchy.
 #include <fmt/format.h>
