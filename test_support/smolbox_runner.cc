@@ -12,6 +12,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <sstream>
@@ -71,9 +72,13 @@ void Drain(int out_fd, int err_fd, std::string& out, std::string& err) {
   for (auto& a : argv_s) argv.push_back(a.data());
   argv.push_back(nullptr);
   std::vector<std::string> env_s = {"PATH=/usr/bin:/bin"};
-  // The vm's guest artifacts, when the tests are pointed at a build of their own.
-  if (const char* guest = getenv("SMOLBOX_GUEST_DIR")) env_s.push_back(std::string("SMOLBOX_GUEST_DIR=") + guest);
   env_s.insert(env_s.end(), env.begin(), env.end());
+  // The vm's guest artifacts, when the tests are pointed at a build of their own; unless the
+  // test names its own: of two entries the first would win.
+  bool test_sets_guest = std::any_of(env.begin(), env.end(), [](const std::string& e) { return e.starts_with("SMOLBOX_GUEST_DIR="); });
+  if (const char* guest = getenv("SMOLBOX_GUEST_DIR"); guest != nullptr && !test_sets_guest) {
+    env_s.push_back(std::string("SMOLBOX_GUEST_DIR=") + guest);
+  }
   for (auto& e : env_s) envp.push_back(e.data());
   envp.push_back(nullptr);
   execve(argv[0], argv.data(), envp.data());
