@@ -21,13 +21,13 @@ namespace {
 // Modest limits, so the numbers do not depend on how big the defaults are.
 RunSpec BenchSpec(BackendKind backend, std::vector<std::string> argv) {
   RunSpec spec;
-  spec.backend = backend;
-  spec.image = "host";
-  spec.argv = std::move(argv);
-  spec.limits.timeout_ms = 10000;
-  spec.limits.memory_mib = 256;
-  spec.limits.pids = 32;
-  spec.limits.storage_mib = 64;
+  spec.sandbox.backend = backend;
+  spec.sandbox.image = "host";
+  spec.sandbox.limits.memory_mib = 256;
+  spec.sandbox.limits.pids = 32;
+  spec.sandbox.limits.storage_mib = 64;
+  spec.exec.argv = std::move(argv);
+  spec.exec.limits.timeout_ms = 10000;
   return spec;
 }
 
@@ -41,7 +41,7 @@ std::unique_ptr<Backend> BackendOrFail(benchmark::State& state, BackendKind kind
 }
 
 std::unique_ptr<Session> StartOrFail(benchmark::State& state, Backend& backend,
-                                     const RunSpec& spec) {
+                                     const SandboxSpec& spec) {
   RunResult setup;
   auto session = backend.Start(spec, setup);
   if (!session) Fail(state, "Start: " + ToString(setup.status) + ": " + setup.error);
@@ -63,7 +63,7 @@ void BM_NsStartAndTeardown(benchmark::State& state) {
   if (!backend) return;
   RunSpec spec = BenchSpec(BackendKind::kNs, {});
   for (auto _ : state) {
-    auto session = StartOrFail(state, *backend, spec);
+    auto session = StartOrFail(state, *backend, spec.sandbox);
     if (!session) break;
     session.reset();
   }
@@ -76,11 +76,11 @@ void WarmExec(benchmark::State& state, BackendKind kind, Accel accel,
   auto backend = BackendOrFail(state, kind);
   if (!backend) return;
   RunSpec spec = BenchSpec(kind, std::move(argv));
-  spec.accel = accel;
-  auto session = StartOrFail(state, *backend, spec);
+  spec.sandbox.accel = accel;
+  auto session = StartOrFail(state, *backend, spec.sandbox);
   if (!session) return;
   for (auto _ : state) {
-    RunResult result = session->Exec(spec, {}, -1);
+    RunResult result = session->Exec(spec.exec, {}, -1);
     if (!ExitedZeroOrFail(state, result)) break;
   }
 }

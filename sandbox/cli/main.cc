@@ -111,7 +111,7 @@ void AddSpecOptions(CLI::App& run, RunFlags& f) {
       ->type_name("KEY=VALUE")
       ->allow_extra_args(false);
   AddFlag(run, "-w,--workdir", f.workdir,
-          fmt::format("working directory in the sandbox (default {})", smolbox::RunSpec{}.workdir),
+          fmt::format("working directory in the sandbox (default {})", smolbox::SandboxSpec{}.workdir),
           "DIR");
   run.add_option("-v,--volume", f.volumes,
                  "bind a host path into the sandbox, rw unless :ro; repeatable; a relative HOST "
@@ -267,19 +267,21 @@ Expected<void> SetFrom(const Flag& flag, const char* name, Parser parse, Out& ou
   return {};
 }
 
-Expected<void> ApplyLimitFlags(const RunFlags& f, smolbox::Limits& l) {
+Expected<void> ApplyLimitFlags(const RunFlags& f, smolbox::RunSpec& spec) {
   auto duration = [](const std::string& s) { return smolbox::ParseDuration(s); };
   auto mib = [](const std::string& s) { return smolbox::ParseSizeMiB(s); };
   auto bytes = [](const std::string& s) { return smolbox::ParseBytes(s); };
+  smolbox::SandboxLimits& held = spec.sandbox.limits;
+  smolbox::ExecLimits& own = spec.exec.limits;
   for (auto ok : {
-           SetFrom<int64_t>(f.timeout, "--timeout", duration, l.timeout_ms),
-           SetFrom<int64_t>(f.cpu_time, "--cpu-time", duration, l.cpu_ms),
-           SetFrom<int64_t>(f.mem, "--mem", mib, l.memory_mib),
-           SetFrom<double>(f.cpus, "--cpus", ParseNumber, l.cpus),
-           SetFrom<int64_t>(f.pids, "--pids", ParseInteger, l.pids),
-           SetFrom<int64_t>(f.storage, "--storage", mib, l.storage_mib),
-           SetFrom<int64_t>(f.output_limit, "--output-limit", bytes, l.output_bytes),
-           SetFrom<int64_t>(f.files, "--files", ParseInteger, l.files),
+           SetFrom<int64_t>(f.timeout, "--timeout", duration, own.timeout_ms),
+           SetFrom<int64_t>(f.cpu_time, "--cpu-time", duration, own.cpu_ms),
+           SetFrom<int64_t>(f.mem, "--mem", mib, held.memory_mib),
+           SetFrom<double>(f.cpus, "--cpus", ParseNumber, held.cpus),
+           SetFrom<int64_t>(f.pids, "--pids", ParseInteger, held.pids),
+           SetFrom<int64_t>(f.storage, "--storage", mib, held.storage_mib),
+           SetFrom<int64_t>(f.output_limit, "--output-limit", bytes, own.output_bytes),
+           SetFrom<int64_t>(f.files, "--files", ParseInteger, own.files),
        }) {
     if (!ok) return ok;
   }
@@ -298,7 +300,7 @@ Expected<std::string> Absolute(const std::string& path, const char* flag) {
   return out.string();
 }
 
-Expected<void> AddVolumes(const std::vector<std::string>& volumes, smolbox::RunSpec& spec) {
+Expected<void> AddVolumes(const std::vector<std::string>& volumes, smolbox::SandboxSpec& spec) {
   for (const std::string& text : volumes) {
     SMOLBOX_ASSIGN_OR_RETURN(auto mount, smolbox::ParseVolume(text));
     auto source = Absolute(mount.source, "--volume");
@@ -325,27 +327,27 @@ Expected<void> AddEnv(const std::vector<std::string>& entries, std::map<std::str
 Expected<void> ApplyNamedFlags(const RunFlags& f, smolbox::RunSpec& spec) {
   if (f.backend) {
     SMOLBOX_ASSIGN_OR_RETURN(auto kind, smolbox::ParseBackendKind(f.backend.value));
-    spec.backend = kind;
+    spec.sandbox.backend = kind;
   }
   if (f.accel) {
     auto accel = smolbox::ParseAccel(f.accel.value);
     SMOLBOX_TRY(accel);
-    spec.accel = *accel;
+    spec.sandbox.accel = *accel;
   }
   if (f.user) {
     SMOLBOX_ASSIGN_OR_RETURN(auto kind, smolbox::ParseUserKind(f.user.value));
-    spec.user = kind;
+    spec.sandbox.user = kind;
   }
-  if (f.workdir) spec.workdir = f.workdir.value;
+  if (f.workdir) spec.sandbox.workdir = f.workdir.value;
   if (f.stdin_file) {
-    spec.stdin_file = f.stdin_file.value;
-    spec.stdin_data.reset();  // the flag overrides the spec's stdin, whichever form it took
+    spec.exec.stdin_file = f.stdin_file.value;
+    spec.exec.stdin_data.reset();  // the flag overrides the spec's stdin, whichever form it took
   }
   return {};
 }
 
 // A bare image name stays a name (for the image store); a path is made absolute.
-Expected<void> ApplyImage(const Flag& image, smolbox::RunSpec& spec) {
+Expected<void> ApplyImage(const Flag& image, smolbox::SandboxSpec& spec) {
   if (!image) return {};
   spec.image = image.value;
   if (image.value.find('/') == std::string::npos || image.value.starts_with('/')) return {};
@@ -380,12 +382,12 @@ Expected<smolbox::RunSpec> BuildSpec(const RunFlags& f) {
     spec = std::move(parsed);
   }
   for (auto ok :
-       {ApplyNamedFlags(f, spec), ApplyImage(f.image, spec), ApplyLimitFlags(f, spec.limits),
-        AddEnv(f.env, spec.env), AddVolumes(f.volumes, spec)}) {
+       {ApplyNamedFlags(f, spec), ApplyImage(f.image, spec.sandbox), ApplyLimitFlags(f, spec),
+        AddEnv(f.env, spec.exec.env), AddVolumes(f.volumes, spec.sandbox)}) {
     SMOLBOX_TRY(ok);
   }
-  if (!f.command.empty()) spec.argv = f.command;
-  if (f.no_snapshot) spec.vm_snapshot = false;
+  if (!f.command.empty()) spec.exec.argv = f.command;
+  if (f.no_snapshot) spec.sandbox.vm_snapshot = false;
   return spec;
 }
 
@@ -452,7 +454,7 @@ int Run(const RunFlags& flags) {
   auto spec = BuildSpec(flags);
   if (!spec) return RefuseInput(spec.error(), flags.json);
   if (auto ok = smolbox::ValidateRunSpec(*spec); !ok) return RefuseInput(ok.error(), flags.json);
-  auto backend = smolbox::MakeBackend(spec->backend);
+  auto backend = smolbox::MakeBackend(spec->sandbox.backend);
   if (!backend) return RefuseInput(backend.error(), flags.json);
   return Report((*backend)->Run(*spec, CallerIo(flags.interactive, flags.json)), flags.json);
 }
@@ -464,21 +466,18 @@ int Create(const RunFlags& flags, const SandboxFlags& s) {
   }
   auto spec = BuildSpec(flags);
   if (!spec) return RefuseInput(spec.error(), s.json);
-  spec->argv.clear();  // a --spec file's command is a run's, not the sandbox's
-  // The command comes with each exec, which checks it; everything else is checked now.
-  smolbox::RunSpec checked = *spec;
-  checked.argv = {"/bin/true"};
-  if (auto ok = smolbox::ValidateRunSpec(checked); !ok) return RefuseInput(ok.error(), s.json);
-  smolbox::RunResult result = smolbox::persist::CreateSandbox(s.name, *spec);
+  // What the flags say of an exec is each exec's default; the command comes with each exec,
+  // which checks it. A --spec file's command is a run's, not the sandbox's.
+  smolbox::ExecSpec& defaults = spec->exec;
+  defaults.argv.clear();
+  if (auto ok = smolbox::ValidateExecDefaults(defaults); !ok) return RefuseInput(ok.error(), s.json);
+  if (auto ok = smolbox::ValidateSandboxSpec(spec->sandbox); !ok) return RefuseInput(ok.error(), s.json);
+  smolbox::RunResult result = smolbox::persist::CreateSandbox(s.name, spec->sandbox, defaults);
   bool created = result.status == smolbox::Status::kExited;
   if (s.json) {
-    nlohmann::json j = smolbox::ToJson(result);
+    nlohmann::json j = smolbox::SetupToJson(result);
     j["name"] = s.name;
     if (created) j["status"] = "created";
-    for (const char* unused : {"exit_code", "signal", "stdout", "stderr", "stdout_truncated", "stderr_truncated",
-                               "usage", "limits_hit"}) {
-      j.erase(unused);
-    }
     fmt::print("{}\n", j.dump(2));
   } else {
     for (const std::string& warning : result.warnings) fmt::print(stderr, "smolbox: warning: {}\n", warning);

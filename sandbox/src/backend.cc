@@ -20,9 +20,9 @@ RunResult Backend::Run(const RunSpec& spec, ExecIo io) {
   auto start = Clock::now();
   RunResult setup;
   UniqueFd stdin_file;
-  if (!io.has_stdin() && spec.stdin_file) {
+  if (!io.has_stdin() && spec.exec.stdin_file) {
     // Opened before anything starts: a bad stdin file must not cost a sandbox (or a boot).
-    auto opened = shared::OpenStdinFile(*spec.stdin_file);
+    auto opened = shared::OpenStdinFile(*spec.exec.stdin_file);
     if (!opened) {
       setup.status = Status::kSetupError;
       setup.error = opened.error().ToString();
@@ -31,12 +31,12 @@ RunResult Backend::Run(const RunSpec& spec, ExecIo io) {
     }
     stdin_file = std::move(*opened);
     io.stdin_fd = stdin_file.get();
-  } else if (!io.has_stdin() && spec.stdin_data) {
-    io.stdin_data = *spec.stdin_data;
+  } else if (!io.has_stdin() && spec.exec.stdin_data) {
+    io.stdin_data = *spec.exec.stdin_data;
   }
-  auto session = Start(spec, setup);
+  auto session = Start(spec.sandbox, setup);
   if (!session) return setup;
-  RunResult result = session->Exec(spec, io, -1);
+  RunResult result = session->Exec(spec.exec, io, -1);
   result.warnings.insert(result.warnings.begin(), setup.warnings.begin(), setup.warnings.end());
   result.timings.setup_ms = ms_since(start) - result.timings.run_ms - result.timings.teardown_ms;
   result.timings.boot_ms = setup.timings.boot_ms;

@@ -1,16 +1,16 @@
 // A Backend runs a RunSpec and always returns a RunResult; failures are reported in it
 // (setup_error, internal_error), never thrown.
 //
-//   auto backend = smolbox::MakeBackend(spec.backend);
+//   auto backend = smolbox::MakeBackend(spec.sandbox.backend);
 //   if (!backend) { ...backend.error()... }
 //   smolbox::RunResult r = (*backend)->Run(spec);        // start, one exec, tear down
 //
 // A Session is a started sandbox that serves many execs: the warm path.
 //
 //   smolbox::RunResult setup;
-//   auto session = (*backend)->Start(spec, setup);        // null on failure; setup says why
-//   smolbox::RunResult r = session->Exec(spec, {.stdin_fd = 0, .stdout_fd = 1, .stderr_fd = 2}, -1);
-//   session.reset();                                       // tears everything down
+//   auto session = (*backend)->Start(spec.sandbox, setup);  // null on failure; setup says why
+//   smolbox::RunResult r = session->Exec(spec.exec, {.stdin_fd = 0, .stdout_fd = 1, .stderr_fd = 2}, -1);
+//   session.reset();                                         // tears everything down
 #pragma once
 
 #include <memory>
@@ -37,12 +37,12 @@ struct ExecIo {
 class Session {
  public:
   virtual ~Session() = default;
-  // Runs spec.argv with spec's env, workdir and per-exec limits (timeout, cpu time, output,
-  // files); the sandbox-wide limits (memory, pids, cpus, storage) are the ones it started with.
-  // rw volumes are copied back after every exec. cancel_fd, unless -1, is watched during the
-  // exec: once it is readable or hung up (the caller went away), the workload is ended.
-  // spec's own stdin is not read here: io says what the stdin is.
-  virtual RunResult Exec(const RunSpec& spec, const ExecIo& io, int cancel_fd) = 0;
+  // Runs spec.argv with spec's env, workdir (the sandbox's when unset) and limits, within the
+  // sandbox's own (memory, pids, cpus, storage). rw volumes are copied back after every exec.
+  // cancel_fd, unless -1, is watched during the exec: once it is readable or hung up (the
+  // caller went away), the workload is ended. spec's own stdin is not read here: io says what
+  // the stdin is.
+  virtual RunResult Exec(const ExecSpec& spec, const ExecIo& io, int cancel_fd) = 0;
   // Readable once the sandbox has died on its own: its agent, or its VM, ended.
   virtual int death_fd() const = 0;
   // Why a dead sandbox died, for the user; empty while it lives.
@@ -52,11 +52,12 @@ class Session {
 class Backend {
  public:
   virtual ~Backend() = default;
-  // Starts a sandbox for spec (its argv is not used). On failure returns null, with
-  // setup_result's status and error saying why. Its warnings and timings are the setup's.
-  virtual std::unique_ptr<Session> Start(const RunSpec& spec, RunResult& setup_result) = 0;
-  // Start, one Exec of spec, teardown. Stdin is io's when it has one, else spec's own (its
-  // stdin_file opened before anything starts, so that a bad one costs no sandbox).
+  // Starts a sandbox for spec. On failure returns null, with setup_result's status and error
+  // saying why. Its warnings and timings are the setup's.
+  virtual std::unique_ptr<Session> Start(const SandboxSpec& spec, RunResult& setup_result) = 0;
+  // Start of spec.sandbox, one Exec of spec.exec, teardown. Stdin is io's when it has one, else
+  // spec.exec's own (its stdin_file opened before anything starts, so that a bad one costs no
+  // sandbox).
   RunResult Run(const RunSpec& spec, ExecIo io = {});
 };
 

@@ -62,6 +62,9 @@ struct RunResult {
 
 std::string ToString(Status status);
 nlohmann::json ToJson(const RunResult& result);
+// A sandbox's start, which ran nothing: only what a Backend::Start fills in (status, error,
+// backend, isolation, timings, warnings).
+nlohmann::json SetupToJson(const RunResult& setup);
 // The inverse of ToJson, for results that crossed a process boundary; a missing or mistyped
 // field is an error naming it.
 Expected<RunResult> ResultFromJson(const nlohmann::json& json);

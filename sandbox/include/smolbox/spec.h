@@ -1,9 +1,14 @@
-// RunSpec: what to run, in what, under which limits.
+// What to run, in what, under which limits. A SandboxSpec is what a sandbox holds for all its
+// execs (backend, image, mounts, user, and the limits it enforces as a whole: memory, cpus,
+// pids, storage); an ExecSpec is one exec in it (argv, stdin, env, cwd, and the limits each
+// exec has of its own: wall time, CPU time, output, files). A RunSpec, what `smolbox run` and
+// a JSON spec file give, is both: one sandbox that serves one exec.
 //
 //   auto spec = smolbox::ParseRunSpec(R"({"argv": ["/usr/bin/python3", "-c", "print(1)"],
 //                                          "limits": {"timeout_ms": 1000}})");
 //   if (!spec) { fmt::print("{}\n", spec.error().ToString()); return 125; }
 //   if (auto ok = smolbox::ValidateRunSpec(*spec); !ok) { ... }
+//   backend->Start(spec->sandbox, setup)->Exec(spec->exec, io, -1);
 #pragma once
 
 #include <cstddef>
@@ -24,16 +29,24 @@ enum class Accel { kAuto, kKvm, kTcg };
 enum class UserKind { kSandbox, kRoot };
 enum class NetworkMode { kNone };
 
-struct Limits {
-  int64_t timeout_ms = 30000;
-  std::optional<int64_t> cpu_ms;  // unset: only the wall timeout bounds CPU
+// Enforced on the sandbox as a whole, for its whole life.
+struct SandboxLimits {
   int64_t memory_mib = 512;
   double cpus = 1.0;
   int64_t pids = 64;
-  int64_t storage_mib = 128;
+  int64_t storage_mib = 128;  // all the space the sandbox can write
+};
+
+// Each exec's own.
+struct ExecLimits {
+  int64_t timeout_ms = 30000;
+  std::optional<int64_t> cpu_ms;  // unset: only the wall timeout bounds CPU
   int64_t output_bytes = 1 << 20;  // per stream
   int64_t files = 256;             // open file descriptors (RLIMIT_NOFILE)
 };
+
+// Every limit with its default: what a spec's "limits" object may set.
+struct Limits : SandboxLimits, ExecLimits {};
 
 struct Mount {
   std::string source;  // host path
@@ -41,16 +54,12 @@ struct Mount {
   bool read_only = false;
 };
 
-struct RunSpec {
+struct SandboxSpec {
   BackendKind backend = BackendKind::kAuto;
   Accel accel = Accel::kAuto;
   std::string image = "host";  // "host" or a rootfs directory
-  std::vector<std::string> argv;
-  std::optional<std::string> stdin_data;  // bytes fed to the workload's stdin
-  std::optional<std::string> stdin_file;  // or a host file read at run time
-  std::map<std::string, std::string> env;
-  std::string workdir = "/work";
-  Limits limits;
+  std::string workdir = "/work";  // made at start; each exec's HOME and cwd unless it names its own
+  SandboxLimits limits;
   NetworkMode network = NetworkMode::kNone;
   std::vector<Mount> mounts;
   UserKind user = UserKind::kSandbox;
@@ -59,13 +68,39 @@ struct RunSpec {
   bool vm_snapshot = true;
 };
 
+struct ExecSpec {
+  std::vector<std::string> argv;
+  std::optional<std::string> stdin_data;  // bytes fed to the workload's stdin
+  std::optional<std::string> stdin_file;  // or a host file read at run time
+  std::map<std::string, std::string> env;
+  std::optional<std::string> workdir;  // unset: the sandbox's
+  ExecLimits limits;
+};
+
+struct RunSpec {
+  SandboxSpec sandbox;
+  ExecSpec exec;
+
+  // Both kinds of limits at once, as the spec's "limits" names them.
+  Limits limits() const { return Limits{sandbox.limits, exec.limits}; }
+  void set_limits(const Limits& limits) {
+    sandbox.limits = limits;
+    exec.limits = limits;
+  }
+};
+
 // Parses JSON; unknown fields and wrong types are errors naming the field. origin names the
 // document in errors about the document as a whole ("spec file job.json: malformed JSON ...",
-// "...: nesting deeper than 32 levels").
+// "...: nesting deeper than 32 levels"). The document's "workdir" is the sandbox's.
 Expected<RunSpec> ParseRunSpec(const std::string& json_text, std::string_view origin = "spec");
-// Checks ranges, paths and combinations; does not touch the host except to stat
-// the image and volume sources.
+// Checks ranges, paths and combinations; does not touch the host except to stat the image,
+// the volume sources and the stdin file. Errors name the spec's fields ("limits.memory_mib").
 Expected<void> ValidateRunSpec(const RunSpec& spec);
+Expected<void> ValidateSandboxSpec(const SandboxSpec& spec);
+Expected<void> ValidateExecSpec(const ExecSpec& spec);
+// An exec's fields but its command: the defaults a persistent sandbox gives each of its execs,
+// which bring their own.
+Expected<void> ValidateExecDefaults(const ExecSpec& spec);
 
 std::string ToString(BackendKind kind);
 std::string ToString(UserKind kind);

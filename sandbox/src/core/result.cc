@@ -122,6 +122,15 @@ nlohmann::json ToJson(const RunResult& r) {
   return j;
 }
 
+nlohmann::json SetupToJson(const RunResult& setup) {
+  nlohmann::json all = ToJson(setup);
+  nlohmann::json j = nlohmann::json::object();
+  for (const char* key : {"status", "timings", "backend", "isolation", "warnings", "error"}) {
+    if (all.contains(key)) j[key] = std::move(all[key]);
+  }
+  return j;
+}
+
 Expected<RunResult> ResultFromJson(const nlohmann::json& j) {
   // nlohmann throws on a missing key or a wrong type; each becomes an error naming the field.
   const char* field = "result";

@@ -171,7 +171,7 @@ Expected<Mount> ParseMount(const json& v, const std::string& path) {
   return mount;
 }
 
-Expected<void> SetMounts(const json& v, const std::string& path, RunSpec& out) {
+Expected<void> SetMounts(const json& v, const std::string& path, SandboxSpec& out) {
   if (!v.is_array()) return Fail(path, "must be an array of mounts");
   for (size_t i = 0; i < v.size(); ++i) {
     SMOLBOX_ASSIGN_OR_RETURN(auto mount, ParseMount(v[i], fmt::format("{}[{}]", path, i)));
@@ -180,14 +180,14 @@ Expected<void> SetMounts(const json& v, const std::string& path, RunSpec& out) {
   return {};
 }
 
-Expected<void> SetBackend(const json& v, const std::string& path, RunSpec& out) {
+Expected<void> SetBackend(const json& v, const std::string& path, SandboxSpec& out) {
   SMOLBOX_ASSIGN_OR_RETURN(auto name, GetString(v, path));
   SMOLBOX_ASSIGN_OR_RETURN(auto kind, ParseBackendKind(name));
   out.backend = kind;
   return {};
 }
 
-Expected<void> SetAccel(const json& v, const std::string& path, RunSpec& out) {
+Expected<void> SetAccel(const json& v, const std::string& path, SandboxSpec& out) {
   SMOLBOX_ASSIGN_OR_RETURN(auto name, GetString(v, path));
   auto accel = ParseAccel(name);
   SMOLBOX_TRY(accel);
@@ -195,14 +195,14 @@ Expected<void> SetAccel(const json& v, const std::string& path, RunSpec& out) {
   return {};
 }
 
-Expected<void> SetUser(const json& v, const std::string& path, RunSpec& out) {
+Expected<void> SetUser(const json& v, const std::string& path, SandboxSpec& out) {
   SMOLBOX_ASSIGN_OR_RETURN(auto name, GetString(v, path));
   SMOLBOX_ASSIGN_OR_RETURN(auto kind, ParseUserKind(name));
   out.user = kind;
   return {};
 }
 
-Expected<void> SetNetwork(const json& v, const std::string& path, RunSpec& out) {
+Expected<void> SetNetwork(const json& v, const std::string& path, SandboxSpec& out) {
   if (!v.is_string() || v.get<std::string>() != "none") {
     return Fail(path, "only \"none\" is supported");
   }
@@ -210,39 +210,53 @@ Expected<void> SetNetwork(const json& v, const std::string& path, RunSpec& out) 
   return {};
 }
 
-Expected<void> SetArgv(const json& v, const std::string& path, RunSpec& out) {
+Expected<void> SetArgv(const json& v, const std::string& path, ExecSpec& out) {
   auto argv = GetStringArray(v, path);
   SMOLBOX_TRY(argv);
   out.argv = std::move(*argv);
   return {};
 }
 
-Expected<void> SetEnv(const json& v, const std::string& path, RunSpec& out) {
+Expected<void> SetEnv(const json& v, const std::string& path, ExecSpec& out) {
   auto env = GetStringMap(v, path);
   SMOLBOX_TRY(env);
   out.env = std::move(*env);
   return {};
 }
 
+// The document is flat, as a user writes it; each field lands in the sandbox's part or the
+// exec's. "limits" holds both kinds.
 Expected<void> SetLimits(const json& v, const std::string& path, RunSpec& out) {
-  return ParseObject(v, path, LimitFields(), out.limits);
+  Limits limits = out.limits();
+  SMOLBOX_TRY(ParseObject(v, path, LimitFields(), limits));
+  out.set_limits(limits);
+  return {};
 }
+
+template <auto Part, auto Parse>
+Expected<void> In(const json& v, const std::string& path, RunSpec& out) {
+  return Parse(v, path, out.*Part);
+}
+template <auto Parse>
+constexpr FieldParser<RunSpec> kInSandbox = In<&RunSpec::sandbox, Parse>;
+template <auto Parse>
+constexpr FieldParser<RunSpec> kInExec = In<&RunSpec::exec, Parse>;
 
 const FieldTable<RunSpec>& SpecFields() {
   static const FieldTable<RunSpec> table = {
-      {"backend", SetBackend},
-      {"accel", SetAccel},
-      {"image", SetString<&RunSpec::image>},
-      {"argv", SetArgv},
-      {"stdin", SetOptionalString<&RunSpec::stdin_data>},
-      {"stdin_file", SetOptionalString<&RunSpec::stdin_file>},
-      {"env", SetEnv},
-      {"workdir", SetString<&RunSpec::workdir>},
+      {"backend", kInSandbox<SetBackend>},
+      {"accel", kInSandbox<SetAccel>},
+      {"image", kInSandbox<SetString<&SandboxSpec::image, SandboxSpec>>},
+      {"argv", kInExec<SetArgv>},
+      {"stdin", kInExec<SetOptionalString<&ExecSpec::stdin_data, ExecSpec>>},
+      {"stdin_file", kInExec<SetOptionalString<&ExecSpec::stdin_file, ExecSpec>>},
+      {"env", kInExec<SetEnv>},
+      {"workdir", kInSandbox<SetString<&SandboxSpec::workdir, SandboxSpec>>},
       {"limits", SetLimits},
-      {"network", SetNetwork},
-      {"mounts", SetMounts},
-      {"user", SetUser},
-      {"vm_snapshot", SetBool<&RunSpec::vm_snapshot>},
+      {"network", kInSandbox<SetNetwork>},
+      {"mounts", kInSandbox<SetMounts>},
+      {"user", kInSandbox<SetUser>},
+      {"vm_snapshot", kInSandbox<SetBool<&SandboxSpec::vm_snapshot, SandboxSpec>>},
   };
   return table;
 }
@@ -336,29 +350,35 @@ Expected<void> CheckRange(const IntRange& r) {
               fmt::format("must be between {} and {}{} (got {})", r.min, r.max, unit, r.value));
 }
 
-Expected<void> CheckLimits(const RunSpec& spec) {
-  const Limits& l = spec.limits;
-  const IntRange ranges[] = {
-      {"timeout_ms", l.timeout_ms, 1, kMaxTimeoutMs, "ms"},
-      {"cpu_ms", l.cpu_ms.value_or(1), 1, kMaxTimeoutMs, "ms"},
-      {"memory_mib", l.memory_mib, kMinMemoryMiB, kMaxMemoryMiB, "MiB"},
-      {"pids", l.pids, 1, kMaxPids, ""},
-      {"storage_mib", l.storage_mib, 1, kMaxStorageMiB, "MiB"},
-      {"output_bytes", l.output_bytes, 1, kMaxOutputBytes, "bytes"},
-      {"files", l.files, kMinFiles, kMaxFiles, ""},
-  };
+// Either kind of limits, or both; in one fixed order, so that a spec with several bad limits
+// is always told about the same one first.
+Expected<void> CheckLimits(const ExecLimits* e, const SandboxLimits* s) {
+  std::vector<IntRange> ranges;
+  if (e) {
+    ranges.push_back({"timeout_ms", e->timeout_ms, 1, kMaxTimeoutMs, "ms"});
+    ranges.push_back({"cpu_ms", e->cpu_ms.value_or(1), 1, kMaxTimeoutMs, "ms"});
+  }
+  if (s) {
+    ranges.push_back({"memory_mib", s->memory_mib, kMinMemoryMiB, kMaxMemoryMiB, "MiB"});
+    ranges.push_back({"pids", s->pids, 1, kMaxPids, ""});
+    ranges.push_back({"storage_mib", s->storage_mib, 1, kMaxStorageMiB, "MiB"});
+  }
+  if (e) {
+    ranges.push_back({"output_bytes", e->output_bytes, 1, kMaxOutputBytes, "bytes"});
+    ranges.push_back({"files", e->files, kMinFiles, kMaxFiles, ""});
+  }
   for (const IntRange& range : ranges) {
     SMOLBOX_TRY(CheckRange(range));
   }
   // Written so that NaN fails too.
-  if (!(l.cpus > 0 && l.cpus <= kMaxCpus)) {
+  if (s && !(s->cpus > 0 && s->cpus <= kMaxCpus)) {
     return Fail("limits.cpus",
-                fmt::format("must be greater than 0 and at most {} (got {})", kMaxCpus, l.cpus));
+                fmt::format("must be greater than 0 and at most {} (got {})", kMaxCpus, s->cpus));
   }
   return {};
 }
 
-Expected<void> CheckArgv(const RunSpec& spec) {
+Expected<void> CheckArgv(const ExecSpec& spec) {
   if (spec.argv.empty() || spec.argv[0].empty()) return Fail("argv", "the command is empty");
   for (size_t i = 0; i < spec.argv.size(); ++i) {
     if (HasNul(spec.argv[i])) return Fail(fmt::format("argv[{}]", i), "contains a NUL byte");
@@ -366,7 +386,7 @@ Expected<void> CheckArgv(const RunSpec& spec) {
   return {};
 }
 
-Expected<void> CheckEnv(const RunSpec& spec) {
+Expected<void> CheckEnv(const ExecSpec& spec) {
   for (const auto& [key, value] : spec.env) {
     if (key.empty()) return Fail("env", "a variable name is empty");
     if (HasNul(key)) return Fail("env", fmt::format("variable name {:?} contains a NUL byte", key));
@@ -413,11 +433,10 @@ Expected<void> CheckGuestPath(std::string_view path, const std::string& field) {
   return {};
 }
 
-Expected<void> CheckWorkdir(const RunSpec& spec) {
-  SMOLBOX_TRY(CheckGuestPath(spec.workdir, "workdir"));
-  if (auto dir = SystemDirOf(spec.workdir)) {
-    return Fail("workdir",
-                fmt::format("must not be under {} (got {})", *dir, Printable(spec.workdir)));
+Expected<void> CheckWorkdir(const std::string& workdir) {
+  SMOLBOX_TRY(CheckGuestPath(workdir, "workdir"));
+  if (auto dir = SystemDirOf(workdir)) {
+    return Fail("workdir", fmt::format("must not be under {} (got {})", *dir, Printable(workdir)));
   }
   return {};
 }
@@ -430,7 +449,7 @@ Error StatError(const std::string& field, const std::string& path, int err) {
   return Error{field, fmt::format("cannot stat {}", Printable(path)), err};
 }
 
-Expected<void> CheckStdin(const RunSpec& spec) {
+Expected<void> CheckStdin(const ExecSpec& spec) {
   if (!spec.stdin_file) return {};
   if (spec.stdin_data) return Fail("stdin_file", "cannot be combined with stdin");
   const std::string& path = *spec.stdin_file;
@@ -442,7 +461,7 @@ Expected<void> CheckStdin(const RunSpec& spec) {
   return {};
 }
 
-Expected<void> CheckImage(const RunSpec& spec) {
+Expected<void> CheckImage(const SandboxSpec& spec) {
   const std::string& image = spec.image;
   if (image == "host") return {};
   auto not_found = [&] {
@@ -488,7 +507,7 @@ Expected<void> CheckMountSource(const std::string& source, const std::string& fi
   return {};
 }
 
-Expected<void> CheckMounts(const RunSpec& spec) {
+Expected<void> CheckMounts(const SandboxSpec& spec) {
   std::map<std::string, size_t> targets;
   for (size_t i = 0; i < spec.mounts.size(); ++i) {
     const Mount& m = spec.mounts[i];
@@ -514,14 +533,35 @@ Expected<RunSpec> ParseRunSpec(const std::string& json_text, std::string_view or
   return spec;
 }
 
+// The checks that need no host access come first; then the ones that stat.
 Expected<void> ValidateRunSpec(const RunSpec& spec) {
-  using Check = Expected<void> (*)(const RunSpec&);
-  // The checks that need no host access come first; then the ones that stat.
-  for (Check check :
-       {CheckArgv, CheckEnv, CheckLimits, CheckWorkdir, CheckStdin, CheckImage, CheckMounts}) {
-    SMOLBOX_TRY(check(spec));
-  }
-  return {};
+  SMOLBOX_TRY(CheckArgv(spec.exec));
+  SMOLBOX_TRY(CheckEnv(spec.exec));
+  SMOLBOX_TRY(CheckLimits(&spec.exec.limits, &spec.sandbox.limits));
+  SMOLBOX_TRY(CheckWorkdir(spec.sandbox.workdir));
+  if (spec.exec.workdir) SMOLBOX_TRY(CheckWorkdir(*spec.exec.workdir));
+  SMOLBOX_TRY(CheckStdin(spec.exec));
+  SMOLBOX_TRY(CheckImage(spec.sandbox));
+  return CheckMounts(spec.sandbox);
+}
+
+Expected<void> ValidateSandboxSpec(const SandboxSpec& spec) {
+  SMOLBOX_TRY(CheckLimits(nullptr, &spec.limits));
+  SMOLBOX_TRY(CheckWorkdir(spec.workdir));
+  SMOLBOX_TRY(CheckImage(spec));
+  return CheckMounts(spec);
+}
+
+Expected<void> ValidateExecSpec(const ExecSpec& spec) {
+  SMOLBOX_TRY(CheckArgv(spec));
+  return ValidateExecDefaults(spec);
+}
+
+Expected<void> ValidateExecDefaults(const ExecSpec& spec) {
+  SMOLBOX_TRY(CheckEnv(spec));
+  SMOLBOX_TRY(CheckLimits(&spec.limits, nullptr));
+  if (spec.workdir) SMOLBOX_TRY(CheckWorkdir(*spec.workdir));
+  return CheckStdin(spec);
 }
 
 std::string ToString(BackendKind kind) {

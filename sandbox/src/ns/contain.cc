@@ -110,7 +110,7 @@ Expected<void> ExecAgent(const ContainPlan& plan) {
 Expected<void> Contain(ContainPlan& plan) {
   SMOLBOX_TRY(JoinCgroup(plan));
   SMOLBOX_TRY(AwaitGo(plan.channel_fd));  // id maps written, cgroup checked
-  SMOLBOX_TRY(confine::OpenSources(plan.root));      // with the runtime's filesystem ids, not ours
+  SMOLBOX_TRY(confine::OpenSources(plan.root));  // with the runtime's filesystem ids, not ours
   SMOLBOX_TRY(confine::BecomeSetupRoot(plan.identity));
   SMOLBOX_TRY(DieWithParent());  // after the uid change, which clears it
   SMOLBOX_TRY(EnterCgroupNamespace());

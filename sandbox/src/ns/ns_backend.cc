@@ -50,6 +50,7 @@ int64_t MsSince(Clock::time_point start) {
 
 // Everything one run holds; destroyed in reverse order of declaration.
 struct Sandbox {
+  SandboxSpec spec;  // the volumes point into its mounts
   std::optional<RunDir> dir;
   std::optional<Cgroup> cgroup;
   Identity identity;
@@ -63,7 +64,7 @@ struct Sandbox {
   ~Sandbox() { shared::KillAndReap(pidfd.get(), pid); }
 };
 
-ContainPlan MakePlan(const RunSpec& spec, const Sandbox& box, int child_channel) {
+ContainPlan MakePlan(const SandboxSpec& spec, const Sandbox& box, int child_channel) {
   ContainPlan plan;
   plan.identity = box.identity;
   plan.channel_fd = child_channel;
@@ -88,7 +89,7 @@ ContainPlan MakePlan(const RunSpec& spec, const Sandbox& box, int child_channel)
 
 Expected<std::pair<channel::Message, UniqueFd>> AwaitSetup(const Sandbox& box);
 
-Expected<void> StartSandbox(const RunSpec& spec, Sandbox& box) {
+Expected<void> StartSandbox(const SandboxSpec& spec, Sandbox& box) {
   int pair[2];
   if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) != 0) return std::unexpected(Error::Sys("socketpair"));
   box.channel.Reset(pair[0]);
@@ -136,7 +137,7 @@ Expected<std::pair<channel::Message, UniqueFd>> AwaitSetup(const Sandbox& box) {
   return std::pair{std::move(got->first), std::move(fd)};
 }
 
-Expected<void> AwaitReady(const RunSpec& spec, Sandbox& box, RunResult& result) {
+Expected<void> AwaitReady(const SandboxSpec& spec, Sandbox& box, RunResult& result) {
   auto message = AwaitSetup(box);
   SMOLBOX_TRY(message);
   if (message->first.Type() == "storage") {
@@ -168,7 +169,7 @@ void StopSandbox(Sandbox& box) {
   box.cgroup->KillAll();
 }
 
-Expected<void> Prepare(const RunSpec& spec, Sandbox& box, RunResult& result) {
+Expected<void> Prepare(const SandboxSpec& spec, Sandbox& box, RunResult& result) {
   box.identity = confine::PlanIdentity(spec.user);
   auto volumes = shared::OpenVolumes(spec);
   SMOLBOX_TRY(volumes);
@@ -200,6 +201,7 @@ shared::AgentSandbox Describe(const Sandbox& box) {
   shared::AgentSandbox agent;
   agent.backend = "ns";
   agent.isolation = "namespaces";
+  agent.spec = &box.spec;
   agent.channel = box.channel.get();
   agent.pidfd = box.pidfd.get();
   agent.death_reason = "its agent (PID 1 of the sandbox) exited";
@@ -223,13 +225,14 @@ class NsSession final : public shared::AgentSession {
 
 class NsBackend final : public Backend {
  public:
-  std::unique_ptr<Session> Start(const RunSpec& spec, RunResult& result) override {
+  std::unique_ptr<Session> Start(const SandboxSpec& spec, RunResult& result) override {
     result.backend = "ns";
     result.isolation = "namespaces";
     auto start = Clock::now();
     shared::SweepStaleRuns();
     auto box = std::make_unique<Sandbox>();
-    auto ready = Prepare(spec, *box, result);
+    box->spec = spec;
+    auto ready = Prepare(box->spec, *box, result);
     result.timings.setup_ms = MsSince(start);
     if (!ready) {
       if (box->cgroup) shared::WarnWeakLimits(&*box->cgroup, box->storage ? &*box->storage : nullptr, result);

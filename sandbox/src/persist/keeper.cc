@@ -73,8 +73,8 @@ bool PeerIsOurUser(int fd) {
 
 class Keeper {
  public:
-  Keeper(int dir_fd, RunSpec spec, std::unique_ptr<Session> session, UniqueFd listener, UniqueFd signals)
-      : dir_fd_(dir_fd), spec_(std::move(spec)), session_(std::move(session)), listener_(std::move(listener)),
+  Keeper(int dir_fd, ExecSpec defaults, std::unique_ptr<Session> session, UniqueFd listener, UniqueFd signals)
+      : dir_fd_(dir_fd), defaults_(std::move(defaults)), session_(std::move(session)), listener_(std::move(listener)),
         signals_(std::move(signals)) {}
 
   // Serves until stopped, or until the sandbox dies.
@@ -138,12 +138,12 @@ class Keeper {
       io.stdout_fd = fds[next++].get();
       io.stderr_fd = fds[next++].get();
     }
-    RunSpec spec = spec_;
+    ExecSpec spec = defaults_;
     spec.argv = order->argv;
     for (const auto& [key, value] : order->env) spec.env.insert_or_assign(key, value);
     if (order->workdir) spec.workdir = *order->workdir;
     if (order->timeout_ms) spec.limits.timeout_ms = *order->timeout_ms;
-    if (auto ok = ValidateRunSpec(spec); !ok) return SetupFailure({}, ok.error());
+    if (auto ok = ValidateExecSpec(spec); !ok) return SetupFailure({}, ok.error());
     return session_->Exec(spec, io, client_fd);
   }
 
@@ -157,7 +157,7 @@ class Keeper {
   }
 
   int dir_fd_;
-  RunSpec spec_;
+  ExecSpec defaults_;  // what each exec's order adds to and overrides
   std::unique_ptr<Session> session_;
   UniqueFd listener_;
   UniqueFd signals_;
@@ -170,7 +170,7 @@ void ReportToCreator(int report_fd, const std::string& type, const RunResult& re
 }
 
 // The keeper's life, in the forked child. Reports "created" or "failed" on report_fd.
-int KeeperMain(int dir_fd, const RunSpec& spec, UniqueFd report) {
+int KeeperMain(int dir_fd, const SandboxSpec& spec, const ExecSpec& defaults, UniqueFd report) {
   signal(SIGPIPE, SIG_IGN);
   RunResult setup;
   auto backend = MakeBackend(spec.backend);
@@ -205,7 +205,7 @@ int KeeperMain(int dir_fd, const RunSpec& spec, UniqueFd report) {
   setup.exit_code = 0;
   ReportToCreator(report.get(), "created", setup);
   report.Reset();
-  Keeper(dir_fd, spec, std::move(session), std::move(*listener), std::move(*signals)).Serve();
+  Keeper(dir_fd, defaults, std::move(session), std::move(*listener), std::move(*signals)).Serve();
   return 0;
 }
 
@@ -245,7 +245,8 @@ Expected<NewSandboxDir> MakeSandboxDir(const std::string& name) {
 
 // Forks the keeper and waits for its report. On failure nothing is left: the keeper is
 // collected, and whatever it made is removed with the directory.
-Expected<RunResult> StartKeeper(const std::string& name, NewSandboxDir& sandbox, const RunSpec& spec) {
+Expected<RunResult> StartKeeper(const std::string& name, NewSandboxDir& sandbox, const SandboxSpec& spec,
+                                const ExecSpec& defaults) {
   int pipe_fds[2];
   if (pipe2(pipe_fds, O_CLOEXEC) != 0) {
     (void)RemoveSandboxDir(name);
@@ -264,7 +265,7 @@ Expected<RunResult> StartKeeper(const std::string& name, NewSandboxDir& sandbox,
     // The creator holds the lock until the sandbox is ready; this copy must not keep it after.
     sandbox.lock.Reset();
     Detach();
-    _exit(KeeperMain(sandbox.dir.get(), spec, std::move(report_write)));
+    _exit(KeeperMain(sandbox.dir.get(), spec, defaults, std::move(report_write)));
   }
   report_write.Reset();
   auto message = channel::ReadMessage(report_read.get());
@@ -286,9 +287,9 @@ Expected<RunResult> StartKeeper(const std::string& name, NewSandboxDir& sandbox,
 
 }  // namespace
 
-RunResult CreateSandbox(const std::string& name, const RunSpec& spec) {
+RunResult CreateSandbox(const std::string& name, const SandboxSpec& spec, const ExecSpec& exec_defaults) {
   auto sandbox = MakeSandboxDir(name);
-  auto result = sandbox ? StartKeeper(name, *sandbox, spec) : std::unexpected(sandbox.error());
+  auto result = sandbox ? StartKeeper(name, *sandbox, spec, exec_defaults) : std::unexpected(sandbox.error());
   return result ? *result : SetupFailure({}, result.error());
 }
 

@@ -19,9 +19,10 @@
 
 namespace smolbox::persist {
 
-// Creates the sandbox `name` from spec (its argv unused) and returns once it is ready or has
-// failed: the result is the setup's (backend, isolation, timings, warnings), with status
-// kExited on success and kSetupError, and nothing left behind, on failure.
-RunResult CreateSandbox(const std::string& name, const RunSpec& spec);
+// Creates the sandbox `name` from spec and returns once it is ready or has failed: the result
+// is the setup's (backend, isolation, timings, warnings), with status kExited on success and
+// kSetupError, and nothing left behind, on failure. Each exec starts from exec_defaults (env,
+// workdir, limits; its argv is the exec's own), which the exec's order adds to and overrides.
+RunResult CreateSandbox(const std::string& name, const SandboxSpec& spec, const ExecSpec& exec_defaults);
 
 }  // namespace smolbox::persist

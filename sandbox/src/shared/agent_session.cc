@@ -63,7 +63,7 @@ void TakeOutput(MonitorOutcome& outcome, RunResult& result) {
 
 }  // namespace
 
-RunResult AgentSession::Exec(const RunSpec& spec, const ExecIo& io, int cancel_fd) {
+RunResult AgentSession::Exec(const ExecSpec& spec, const ExecIo& io, int cancel_fd) {
   const AgentSandbox& box = sandbox_;
   RunResult result;
   result.backend = box.backend;
@@ -90,7 +90,7 @@ RunResult AgentSession::Exec(const RunSpec& spec, const ExecIo& io, int cancel_f
   if (box.cgroup) JudgeByCgroup(outcome, *box.cgroup, before, first_exec, result);
   TakeOutput(outcome, result);
   if (box.storage && box.storage->Full()) result.limits_hit.push_back("storage");
-  if (box.storage) CopyBackVolumes(spec, *box.volumes, *box.storage, result);
+  if (box.storage) CopyBackVolumes(*box.spec, *box.volumes, *box.storage, result);
   result.timings.teardown_ms = MsSince(teardown_start);
   return result;
 }
@@ -100,12 +100,13 @@ std::string AgentSession::DeathReason() const {
   return poll(&fd, 1, 0) > 0 ? sandbox_.death_reason : "";
 }
 
-ExecRequest MakeExecRequest(const RunSpec& spec, const AgentSandbox& sandbox, const ExecIo& io) {
+ExecRequest MakeExecRequest(const ExecSpec& spec, const AgentSandbox& sandbox, const ExecIo& io) {
   ExecRequest r;
+  const std::string& workdir = spec.workdir ? *spec.workdir : sandbox.spec->workdir;
   r.argv = spec.argv;
-  r.env = {{"PATH", kDefaultPath}, {"HOME", spec.workdir}, {"LANG", "C.UTF-8"}};
+  r.env = {{"PATH", kDefaultPath}, {"HOME", workdir}, {"LANG", "C.UTF-8"}};
   for (const auto& [k, v] : spec.env) r.env[k] = v;
-  r.cwd = spec.workdir;
+  r.cwd = workdir;
   r.uid = sandbox.uid;
   r.gid = sandbox.gid;
   r.timeout_ms = spec.limits.timeout_ms;
@@ -113,8 +114,9 @@ ExecRequest MakeExecRequest(const RunSpec& spec, const AgentSandbox& sandbox, co
   r.output_bytes = spec.limits.output_bytes;
   r.files = spec.limits.files;
   // Weaker stand-ins where the cgroup cannot hold the limit; the result warns about each.
-  if (sandbox.cgroup && !sandbox.cgroup->holds_memory()) r.memory_bytes = spec.limits.memory_mib << 20;
-  if (sandbox.cgroup && !sandbox.cgroup->holds_pids()) r.nproc = spec.limits.pids;
+  const SandboxLimits& held = sandbox.spec->limits;
+  if (sandbox.cgroup && !sandbox.cgroup->holds_memory()) r.memory_bytes = held.memory_mib << 20;
+  if (sandbox.cgroup && !sandbox.cgroup->holds_pids()) r.nproc = held.pids;
   r.stdin_stream = io.has_stdin();
   return r;
 }

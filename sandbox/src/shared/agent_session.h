@@ -15,7 +15,7 @@
 //    private:
 //     std::unique_ptr<Sandbox> box_;  // what the AgentSandbox points into
 //   };
-//   RunResult r = session->Exec(spec, io, cancel_fd);
+//   RunResult r = session->Exec(exec_spec, io, cancel_fd);
 #pragma once
 
 #include <sys/types.h>
@@ -37,7 +37,8 @@ namespace smolbox::shared {
 struct AgentSandbox {
   std::string backend;  // the result's backend and isolation
   std::string isolation;
-  int channel = -1;          // the agent's end of the channel
+  const SandboxSpec* spec = nullptr;  // what it was started with
+  int channel = -1;                   // the agent's end of the channel
   int pidfd = -1;            // the process whose end is the sandbox's: the agent, or QEMU
   std::string death_reason;  // what that end means, for the user
   uid_t uid = 0;             // the workload's, inside
@@ -56,7 +57,7 @@ class AgentSession : public Session {
  public:
   explicit AgentSession(AgentSandbox sandbox) : sandbox_(std::move(sandbox)) {}
 
-  RunResult Exec(const RunSpec& spec, const ExecIo& io, int cancel_fd) final;
+  RunResult Exec(const ExecSpec& spec, const ExecIo& io, int cancel_fd) final;
   int death_fd() const final { return sandbox_.pidfd; }
   std::string DeathReason() const final;
 
@@ -65,9 +66,10 @@ class AgentSession : public Session {
   int execs_ = 0;
 };
 
-// The agent's request for spec's exec: argv, a clean environment with spec's env over it, the
-// workload's ids and per-exec limits, and stand-ins for what `cgroup` (when given) cannot hold.
-ExecRequest MakeExecRequest(const RunSpec& spec, const AgentSandbox& sandbox, const ExecIo& io);
+// The agent's request for spec's exec: argv, a clean environment with spec's env over it, its
+// workdir or the sandbox's, the workload's ids, the exec's limits, and stand-ins for the
+// sandbox's limits that `cgroup` (when given) cannot hold.
+ExecRequest MakeExecRequest(const ExecSpec& spec, const AgentSandbox& sandbox, const ExecIo& io);
 // Where a limit is enforced more weakly than asked: a missing cgroup controller, RAM-backed
 // storage.
 void WarnWeakLimits(const Cgroup* cgroup, const Storage* storage, RunResult& result);

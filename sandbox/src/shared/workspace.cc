@@ -35,7 +35,7 @@ Expected<void> EnterPrivateMountNamespace() {
   return {};
 }
 
-Expected<std::vector<HostVolume>> OpenVolumes(const RunSpec& spec) {
+Expected<std::vector<HostVolume>> OpenVolumes(const SandboxSpec& spec) {
   std::vector<HostVolume> volumes;
   size_t rw = 0;
   for (size_t i = 0; i < spec.mounts.size(); ++i) {
@@ -51,7 +51,7 @@ Expected<std::vector<HostVolume>> OpenVolumes(const RunSpec& spec) {
   return volumes;
 }
 
-Expected<void> FillStorage(const RunSpec& spec, const std::vector<HostVolume>& volumes,
+Expected<void> FillStorage(const SandboxSpec& spec, const std::vector<HostVolume>& volumes,
                            const Storage& storage, uid_t owner_uid, gid_t owner_gid, RunResult& result) {
   SMOLBOX_TRY(storage.MakeLayout(owner_uid, owner_gid, RwCount(volumes)));
   int64_t budget = spec.limits.storage_mib << 20;
@@ -68,7 +68,7 @@ Expected<void> FillStorage(const RunSpec& spec, const std::vector<HostVolume>& v
   return {};
 }
 
-void CopyBackVolumes(const RunSpec& spec, const std::vector<HostVolume>& volumes, const Storage& storage,
+void CopyBackVolumes(const SandboxSpec& spec, const std::vector<HostVolume>& volumes, const Storage& storage,
                      RunResult& result) {
   for (size_t i = 0; i < volumes.size(); ++i) {
     const HostVolume& v = volumes[i];

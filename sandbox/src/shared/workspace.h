@@ -24,7 +24,7 @@ namespace smolbox::shared {
 // ro ones are opened again by the sandbox's setup, since a bind source must belong to the
 // setup's own mount namespace.
 struct HostVolume {
-  const Mount* mount;
+  const Mount* mount;  // in the spec OpenVolumes was given, which must outlive it
   UniqueFd fd;
   size_t storage_index = 0;  // rw only: which storage vol<N> holds its copy
 };
@@ -33,13 +33,13 @@ struct HostVolume {
 // the host never sees it, and it vanishes with this process however it ends.
 Expected<void> EnterPrivateMountNamespace();
 
-Expected<std::vector<HostVolume>> OpenVolumes(const RunSpec& spec);
+Expected<std::vector<HostVolume>> OpenVolumes(const SandboxSpec& spec);
 // Lays the storage out for the sandbox's owner and copies every rw volume in, within the quota.
-Expected<void> FillStorage(const RunSpec& spec, const std::vector<HostVolume>& volumes,
+Expected<void> FillStorage(const SandboxSpec& spec, const std::vector<HostVolume>& volumes,
                            const Storage& storage, uid_t owner_uid, gid_t owner_gid, RunResult& result);
 // Copies each rw volume's storage copy back to its host directory, sanitized; problems become
 // warnings in the result.
-void CopyBackVolumes(const RunSpec& spec, const std::vector<HostVolume>& volumes, const Storage& storage,
+void CopyBackVolumes(const SandboxSpec& spec, const std::vector<HostVolume>& volumes, const Storage& storage,
                      RunResult& result);
 // A stdin file, opened for streaming: a regular file of any size, a pipe or a terminal.
 Expected<UniqueFd> OpenStdinFile(const std::string& path);

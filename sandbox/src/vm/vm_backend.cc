@@ -68,6 +68,7 @@ int64_t MsSince(Clock::time_point start) {
 
 // Everything one VM holds; destroyed in reverse order of declaration.
 struct Vm {
+  SandboxSpec spec;  // the volumes point into its mounts
   Accel accel = Accel::kTcg;
   std::optional<shared::RunDir> dir;
   std::optional<shared::Cgroup> cgroup;
@@ -86,7 +87,7 @@ struct Vm {
   ~Vm() { shared::KillAndReap(qemu.pidfd.get(), qemu.pid); }
 };
 
-Expected<void> CheckSpec(const RunSpec& spec) {
+Expected<void> CheckSpec(const SandboxSpec& spec) {
   if (spec.image != "host") {
     return std::unexpected(Error::Field("image", "the vm backend runs the host image only (its rootfs is built by scripts/build-guest)"));
   }
@@ -106,7 +107,7 @@ Expected<void> CheckSpec(const RunSpec& spec) {
   return {};
 }
 
-int VcpusFor(const RunSpec& spec) {
+int VcpusFor(const SandboxSpec& spec) {
   int host = static_cast<int>(std::max(1L, sysconf(_SC_NPROCESSORS_ONLN)));
   int wanted = static_cast<int>(std::ceil(std::max(spec.limits.cpus, 1.0)));
   return std::clamp(wanted, 1, host);
@@ -141,7 +142,7 @@ Expected<void> OpenConsole(Vm& vm) {
 std::string FdPath(int fd) { return fmt::format("/proc/self/fd/{}", fd); }
 
 // The machine a run asks for, as QEMU opens it; the same for a boot and a restore.
-VmConfig MakeVmConfig(const RunSpec& spec, const Vm& vm) {
+VmConfig MakeVmConfig(const SandboxSpec& spec, const Vm& vm) {
   VmConfig config;
   config.accel = vm.accel;
   config.memory_mib = spec.limits.memory_mib + kGuestOverheadMiB;
@@ -214,7 +215,7 @@ Expected<channel::Message> AwaitGuest(const Vm& vm, int64_t timeout_ms, const ch
   return std::move(**message);
 }
 
-GuestSetup MakeGuestSetup(const RunSpec& spec, const Vm& vm) {
+GuestSetup MakeGuestSetup(const SandboxSpec& spec, const Vm& vm) {
   GuestSetup setup;
   setup.workdir = spec.workdir;
   setup.uid = vm.guest_uid;
@@ -347,7 +348,7 @@ bool Restore(const Qemu& qemu, VmConfig config, const SnapshotPlace& place, Vm& 
 
 // A VM whose agent waits for "setup": restored from the boot snapshot when there is one,
 // booted (and saved for the next run) otherwise.
-Expected<void> BringUp(const RunSpec& spec, const Qemu& qemu, Vm& vm, RunResult& result) {
+Expected<void> BringUp(const SandboxSpec& spec, const Qemu& qemu, Vm& vm, RunResult& result) {
   VmConfig config = MakeVmConfig(spec, vm);
   if (!spec.vm_snapshot) return Boot(qemu, config, std::nullopt, vm, result);
   auto key = MakeSnapshotKey(qemu, vm.guest, config);
@@ -361,13 +362,13 @@ Expected<void> BringUp(const RunSpec& spec, const Qemu& qemu, Vm& vm, RunResult&
   return Boot(qemu, config, place, vm, result);
 }
 
-Expected<void> SetUpGuest(const RunSpec& spec, Vm& vm) {
+Expected<void> SetUpGuest(const SandboxSpec& spec, Vm& vm) {
   SMOLBOX_TRY(channel::WriteMessage(vm.channel.get(), EncodeGuestSetup(MakeGuestSetup(spec, vm))));
   SMOLBOX_ASSIGN_OR_RETURN(auto done, AwaitGuest(vm, kSetupTimeoutMs, "guest setup"));
   return ExpectReply(done, "guest setup", "setup_done");
 }
 
-Expected<void> Prepare(const RunSpec& spec, Vm& vm, RunResult& result) {
+Expected<void> Prepare(const SandboxSpec& spec, Vm& vm, RunResult& result) {
   SMOLBOX_TRY(CheckSpec(spec));
   SMOLBOX_ASSIGN_OR_RETURN(auto qemu, FindQemu());
   auto guest = OpenGuestArtifacts(GuestDir());
@@ -412,6 +413,7 @@ shared::AgentSandbox Describe(const Vm& vm) {
   shared::AgentSandbox agent;
   agent.backend = "vm";
   agent.isolation = vm.accel == Accel::kKvm ? "kvm" : "tcg";
+  agent.spec = &vm.spec;
   agent.channel = vm.channel.get();
   agent.pidfd = vm.qemu.pidfd.get();
   agent.death_reason = "its VM (QEMU) exited";
@@ -437,7 +439,7 @@ class VmSession final : public shared::AgentSession {
 
 class VmBackend final : public Backend {
  public:
-  std::unique_ptr<Session> Start(const RunSpec& spec, RunResult& result) override {
+  std::unique_ptr<Session> Start(const SandboxSpec& spec, RunResult& result) override {
     result.backend = "vm";
     auto start = Clock::now();
     auto accel = ChooseAccel(spec.accel);
@@ -446,7 +448,8 @@ class VmBackend final : public Backend {
     vm->accel = *accel;
     result.isolation = *accel == Accel::kKvm ? "kvm" : "tcg";
     shared::SweepStaleRuns();
-    if (auto ready = Prepare(spec, *vm, result); !ready) return SetupError(result, ready.error(), start);
+    vm->spec = spec;
+    if (auto ready = Prepare(vm->spec, *vm, result); !ready) return SetupError(result, ready.error(), start);
     unlink(vm->console_path.c_str());  // booted: the log is only kept for failures
     result.timings.setup_ms = MsSince(start);
     return std::make_unique<VmSession>(std::move(vm));

@@ -38,47 +38,47 @@ TEST(ParseRunSpec, reads_every_field) {
     "network": "none", "mounts": [{"source": "/src", "target": "/dst", "mode": "ro"}],
     "user": "root", "vm_snapshot": false})json");
   ASSERT_TRUE(spec) << spec.error().ToString();
-  EXPECT_EQ(spec->backend, BackendKind::kNs);
-  EXPECT_EQ(spec->image, "/images/py");
-  EXPECT_EQ(spec->argv, (std::vector<std::string>{"python3", "-c", "print(1)"}));
-  EXPECT_EQ(spec->stdin_data, "data");
-  EXPECT_EQ(spec->env, (std::map<std::string, std::string>{{"A", "1"}, {"B", ""}}));
-  EXPECT_EQ(spec->workdir, "/tmp");
-  EXPECT_EQ(spec->limits.timeout_ms, 1000);
-  EXPECT_EQ(spec->limits.cpu_ms, 500);
-  EXPECT_EQ(spec->limits.memory_mib, 64);
-  EXPECT_EQ(spec->limits.cpus, 0.5);
-  EXPECT_EQ(spec->limits.pids, 8);
-  EXPECT_EQ(spec->limits.storage_mib, 32);
-  EXPECT_EQ(spec->limits.output_bytes, 4096);
-  EXPECT_EQ(spec->limits.files, 32);
-  ASSERT_EQ(spec->mounts.size(), 1u);
-  EXPECT_EQ(spec->mounts[0].source, "/src");
-  EXPECT_EQ(spec->mounts[0].target, "/dst");
-  EXPECT_TRUE(spec->mounts[0].read_only);
-  EXPECT_EQ(spec->user, UserKind::kRoot);
-  EXPECT_FALSE(spec->vm_snapshot);
+  EXPECT_EQ(spec->sandbox.backend, BackendKind::kNs);
+  EXPECT_EQ(spec->sandbox.image, "/images/py");
+  EXPECT_EQ(spec->exec.argv, (std::vector<std::string>{"python3", "-c", "print(1)"}));
+  EXPECT_EQ(spec->exec.stdin_data, "data");
+  EXPECT_EQ(spec->exec.env, (std::map<std::string, std::string>{{"A", "1"}, {"B", ""}}));
+  EXPECT_EQ(spec->sandbox.workdir, "/tmp");
+  EXPECT_EQ(spec->exec.limits.timeout_ms, 1000);
+  EXPECT_EQ(spec->exec.limits.cpu_ms, 500);
+  EXPECT_EQ(spec->sandbox.limits.memory_mib, 64);
+  EXPECT_EQ(spec->sandbox.limits.cpus, 0.5);
+  EXPECT_EQ(spec->sandbox.limits.pids, 8);
+  EXPECT_EQ(spec->sandbox.limits.storage_mib, 32);
+  EXPECT_EQ(spec->exec.limits.output_bytes, 4096);
+  EXPECT_EQ(spec->exec.limits.files, 32);
+  ASSERT_EQ(spec->sandbox.mounts.size(), 1u);
+  EXPECT_EQ(spec->sandbox.mounts[0].source, "/src");
+  EXPECT_EQ(spec->sandbox.mounts[0].target, "/dst");
+  EXPECT_TRUE(spec->sandbox.mounts[0].read_only);
+  EXPECT_EQ(spec->sandbox.user, UserKind::kRoot);
+  EXPECT_FALSE(spec->sandbox.vm_snapshot);
 }
 
 TEST(ParseRunSpec, keeps_the_defaults_for_absent_fields) {
   auto spec = ParseRunSpec("{}");
   ASSERT_TRUE(spec);
   RunSpec defaults;
-  EXPECT_EQ(spec->backend, defaults.backend);
-  EXPECT_EQ(spec->image, "host");
-  EXPECT_EQ(spec->workdir, defaults.workdir);
-  EXPECT_EQ(spec->limits.timeout_ms, defaults.limits.timeout_ms);
-  EXPECT_EQ(spec->limits.memory_mib, defaults.limits.memory_mib);
-  EXPECT_FALSE(spec->limits.cpu_ms);
-  EXPECT_FALSE(spec->stdin_data);
-  EXPECT_EQ(spec->user, UserKind::kSandbox);
-  EXPECT_TRUE(spec->vm_snapshot);
+  EXPECT_EQ(spec->sandbox.backend, defaults.sandbox.backend);
+  EXPECT_EQ(spec->sandbox.image, "host");
+  EXPECT_EQ(spec->sandbox.workdir, defaults.sandbox.workdir);
+  EXPECT_EQ(spec->exec.limits.timeout_ms, defaults.exec.limits.timeout_ms);
+  EXPECT_EQ(spec->sandbox.limits.memory_mib, defaults.sandbox.limits.memory_mib);
+  EXPECT_FALSE(spec->exec.limits.cpu_ms);
+  EXPECT_FALSE(spec->exec.stdin_data);
+  EXPECT_EQ(spec->sandbox.user, UserKind::kSandbox);
+  EXPECT_TRUE(spec->sandbox.vm_snapshot);
 }
 
 TEST(ParseRunSpec, reads_vm_snapshot_as_a_boolean_only) {
   auto on = ParseRunSpec(R"({"vm_snapshot": true})");
   ASSERT_TRUE(on);
-  EXPECT_TRUE(on->vm_snapshot);
+  EXPECT_TRUE(on->sandbox.vm_snapshot);
   EXPECT_EQ(ParseError(R"({"vm_snapshot": "no"})"), "vm_snapshot: must be true or false");
   EXPECT_EQ(ParseError(R"({"vm_snapshot": 0})"), "vm_snapshot: must be true or false");
 }
@@ -86,15 +86,15 @@ TEST(ParseRunSpec, reads_vm_snapshot_as_a_boolean_only) {
 TEST(ParseRunSpec, reads_stdin_file) {
   auto spec = ParseRunSpec(R"({"stdin_file": "/tmp/in"})");
   ASSERT_TRUE(spec);
-  EXPECT_EQ(spec->stdin_file, "/tmp/in");
+  EXPECT_EQ(spec->exec.stdin_file, "/tmp/in");
 }
 
 TEST(ParseRunSpec, reads_null_as_unset_for_optional_fields) {
   auto spec = ParseRunSpec(R"({"stdin": null, "stdin_file": null, "limits": {"cpu_ms": null}})");
   ASSERT_TRUE(spec) << spec.error().ToString();
-  EXPECT_FALSE(spec->stdin_data);
-  EXPECT_FALSE(spec->stdin_file);
-  EXPECT_FALSE(spec->limits.cpu_ms);
+  EXPECT_FALSE(spec->exec.stdin_data);
+  EXPECT_FALSE(spec->exec.stdin_file);
+  EXPECT_FALSE(spec->exec.limits.cpu_ms);
 }
 
 TEST(ParseRunSpec, names_an_unknown_top_level_field) {
@@ -126,8 +126,8 @@ TEST(ParseRunSpec, names_the_field_of_a_wrong_type) {
 }
 
 TEST(ParseRunSpec, accepts_fractional_cpus_and_integral_ones) {
-  EXPECT_EQ(ParseRunSpec(R"({"limits": {"cpus": 1.25}})")->limits.cpus, 1.25);
-  EXPECT_EQ(ParseRunSpec(R"({"limits": {"cpus": 2}})")->limits.cpus, 2.0);
+  EXPECT_EQ(ParseRunSpec(R"({"limits": {"cpus": 1.25}})")->sandbox.limits.cpus, 1.25);
+  EXPECT_EQ(ParseRunSpec(R"({"limits": {"cpus": 2}})")->sandbox.limits.cpus, 2.0);
 }
 
 TEST(ParseRunSpec, rejects_integers_beyond_int64) {
@@ -176,8 +176,8 @@ TEST(ParseRunSpec, makes_mounts_read_write_unless_told_otherwise) {
   auto spec = ParseRunSpec(R"({"mounts": [{"source": "/a", "target": "/b"},
                                           {"source": "/a", "target": "/c", "mode": "rw"}]})");
   ASSERT_TRUE(spec);
-  EXPECT_FALSE(spec->mounts[0].read_only);
-  EXPECT_FALSE(spec->mounts[1].read_only);
+  EXPECT_FALSE(spec->sandbox.mounts[0].read_only);
+  EXPECT_FALSE(spec->sandbox.mounts[1].read_only);
 }
 
 TEST(ParseRunSpec, rejects_a_bad_mount_mode) {
@@ -251,7 +251,7 @@ TEST(ParseRunSpec, refuses_a_spec_over_64_MiB_naming_the_limit) {
   ASSERT_EQ(at_limit.size(), kMaxSpecBytes);
   auto spec = ParseRunSpec(at_limit);
   ASSERT_TRUE(spec) << spec.error().ToString();
-  EXPECT_EQ(spec->stdin_data->size(), stdin_data.size());
+  EXPECT_EQ(spec->exec.stdin_data->size(), stdin_data.size());
   EXPECT_EQ(ParseError(at_limit + " "), "spec: 67108865 bytes is over the 64 MiB limit");
 }
 
@@ -273,13 +273,19 @@ class ValidateRunSpecTest : public ::testing::Test {
     dir_.Write("file", "hello");
     std::filesystem::create_symlink(Path("dir"), Path("link"));
     ASSERT_EQ(mkfifo(Path("fifo").c_str(), 0600), 0);
-    spec_.argv = {"/bin/true"};
+    spec_.exec.argv = {"/bin/true"};
   }
 
   std::string Path(const std::string& name) const { return dir_.path() + "/" + name; }
   std::string ValidateError() const { return ErrorOf(ValidateRunSpec(spec_)); }
+  // A limit by its name in the spec's "limits", in whichever part of the RunSpec holds it.
+  void SetLimit(int64_t Limits::*member, int64_t value) {
+    Limits all = spec_.limits();
+    all.*member = value;
+    spec_.set_limits(all);
+  }
   std::string WithMount(std::string source, std::string target) {
-    spec_.mounts.push_back(Mount{std::move(source), std::move(target), false});
+    spec_.sandbox.mounts.push_back(Mount{std::move(source), std::move(target), false});
     return ValidateError();
   }
 
@@ -292,27 +298,27 @@ TEST_F(ValidateRunSpecTest, accepts_a_command_with_default_limits) {
 }
 
 TEST_F(ValidateRunSpecTest, rejects_an_empty_command) {
-  spec_.argv = {};
+  spec_.exec.argv = {};
   EXPECT_EQ(ValidateError(), "argv: the command is empty");
-  spec_.argv = {"", "x"};
+  spec_.exec.argv = {"", "x"};
   EXPECT_EQ(ValidateError(), "argv: the command is empty");
 }
 
 TEST_F(ValidateRunSpecTest, rejects_nul_bytes_in_argv) {
-  spec_.argv = {"/bin/echo", "a\0b"s};
+  spec_.exec.argv = {"/bin/echo", "a\0b"s};
   EXPECT_EQ(ValidateError(), "argv[1]: contains a NUL byte");
 }
 
 TEST_F(ValidateRunSpecTest, rejects_bad_environment_names_and_values) {
-  spec_.env = {{"", "x"}};
+  spec_.exec.env = {{"", "x"}};
   EXPECT_EQ(ValidateError(), "env: a variable name is empty");
-  spec_.env = {{"A=B", "x"}};
+  spec_.exec.env = {{"A=B", "x"}};
   EXPECT_EQ(ValidateError(), "env: variable name \"A=B\" contains \"=\"");
-  spec_.env = {{"A\0B"s, "x"}};
+  spec_.exec.env = {{"A\0B"s, "x"}};
   EXPECT_EQ(ValidateError(), "env: variable name \"A\\x00B\" contains a NUL byte");
-  spec_.env = {{"A", "x\0y"s}};
+  spec_.exec.env = {{"A", "x\0y"s}};
   EXPECT_EQ(ValidateError(), "env.A: contains a NUL byte");
-  spec_.env = {{"PATH", "/usr/bin"}, {"EMPTY", ""}};
+  spec_.exec.env = {{"PATH", "/usr/bin"}, {"EMPTY", ""}};
   EXPECT_EQ(ValidateError(), "<no error>");
 }
 
@@ -336,7 +342,7 @@ const LimitCase kLimitCases[] = {
 TEST_F(ValidateRunSpecTest, rejects_each_limit_below_its_minimum) {
   for (const LimitCase& c : kLimitCases) {
     RunSpec saved = spec_;
-    spec_.limits.*c.member = c.min - 1;
+    SetLimit(c.member, c.min - 1);
     EXPECT_EQ(ValidateError(), fmt::format("limits.{}: must be between {} and {}{} (got {})",
                                            c.field, c.min, c.max, c.unit, c.min - 1));
     spec_ = saved;
@@ -346,7 +352,7 @@ TEST_F(ValidateRunSpecTest, rejects_each_limit_below_its_minimum) {
 TEST_F(ValidateRunSpecTest, rejects_each_limit_above_its_maximum) {
   for (const LimitCase& c : kLimitCases) {
     RunSpec saved = spec_;
-    spec_.limits.*c.member = c.max + 1;
+    SetLimit(c.member, c.max + 1);
     EXPECT_NE(ValidateError().find(fmt::format("limits.{}: must be between", c.field)),
               std::string::npos)
         << c.field;
@@ -358,7 +364,7 @@ TEST_F(ValidateRunSpecTest, accepts_each_limit_at_its_bounds) {
   for (const LimitCase& c : kLimitCases) {
     for (int64_t value : {c.min, c.max}) {
       RunSpec saved = spec_;
-      spec_.limits.*c.member = value;
+      SetLimit(c.member, value);
       EXPECT_EQ(ValidateError(), "<no error>") << c.field << "=" << value;
       spec_ = saved;
     }
@@ -366,84 +372,84 @@ TEST_F(ValidateRunSpecTest, accepts_each_limit_at_its_bounds) {
 }
 
 TEST_F(ValidateRunSpecTest, words_the_memory_error_for_a_person) {
-  spec_.limits.memory_mib = 0;
+  spec_.sandbox.limits.memory_mib = 0;
   EXPECT_EQ(ValidateError(), "limits.memory_mib: must be between 16 and 262144 MiB (got 0)");
 }
 
 TEST_F(ValidateRunSpecTest, checks_cpu_time_only_when_set) {
-  spec_.limits.cpu_ms = 0;
+  spec_.exec.limits.cpu_ms = 0;
   EXPECT_EQ(ValidateError(),
             fmt::format("limits.cpu_ms: must be between 1 and {} ms (got 0)", kMaxTimeoutMs));
-  spec_.limits.cpu_ms = 1;
+  spec_.exec.limits.cpu_ms = 1;
   EXPECT_EQ(ValidateError(), "<no error>");
-  spec_.limits.cpu_ms.reset();
+  spec_.exec.limits.cpu_ms.reset();
   EXPECT_EQ(ValidateError(), "<no error>");
 }
 
 TEST_F(ValidateRunSpecTest, rejects_cpus_that_are_not_positive_finite_and_bounded) {
   for (double cpus : {0.0, -1.0, kMaxCpus + 0.5, std::numeric_limits<double>::quiet_NaN(),
                       std::numeric_limits<double>::infinity()}) {
-    spec_.limits.cpus = cpus;
+    spec_.sandbox.limits.cpus = cpus;
     EXPECT_TRUE(ValidateError().starts_with("limits.cpus: must be greater than 0 and at most 1024"))
         << cpus;
   }
-  spec_.limits.cpus = 0;
+  spec_.sandbox.limits.cpus = 0;
   EXPECT_EQ(ValidateError(), "limits.cpus: must be greater than 0 and at most 1024 (got 0)");
-  spec_.limits.cpus = 0.25;
+  spec_.sandbox.limits.cpus = 0.25;
   EXPECT_EQ(ValidateError(), "<no error>");
 }
 
 TEST_F(ValidateRunSpecTest, accepts_the_host_image_and_an_existing_directory) {
-  spec_.image = "host";
+  spec_.sandbox.image = "host";
   EXPECT_EQ(ValidateError(), "<no error>");
-  spec_.image = Path("dir");
+  spec_.sandbox.image = Path("dir");
   EXPECT_EQ(ValidateError(), "<no error>");
 }
 
 TEST_F(ValidateRunSpecTest, rejects_an_image_that_is_not_local) {
-  spec_.image = "python:3.12";
+  spec_.sandbox.image = "python:3.12";
   EXPECT_EQ(ValidateError(),
             "image: no such local image \"python:3.12\" (images are never pulled)");
-  spec_.image = Path("missing");
+  spec_.sandbox.image = Path("missing");
   EXPECT_EQ(
       ValidateError(),
-      fmt::format("image: no such local image \"{}\" (images are never pulled)", spec_.image));
-  spec_.image = "";
+      fmt::format("image: no such local image \"{}\" (images are never pulled)", spec_.sandbox.image));
+  spec_.sandbox.image = "";
   EXPECT_TRUE(ValidateError().starts_with("image: no such local image"));
 }
 
 TEST_F(ValidateRunSpecTest, rejects_an_image_that_is_a_file) {
-  spec_.image = Path("file");
-  EXPECT_EQ(ValidateError(), fmt::format("image: {} is not a directory", spec_.image));
+  spec_.sandbox.image = Path("file");
+  EXPECT_EQ(ValidateError(), fmt::format("image: {} is not a directory", spec_.sandbox.image));
 }
 
 TEST_F(ValidateRunSpecTest, accepts_absolute_workdirs) {
   for (const char* workdir : {"/", "/work", "/home/sandbox/x", "/devices", "/work/"}) {
-    spec_.workdir = workdir;
+    spec_.sandbox.workdir = workdir;
     EXPECT_EQ(ValidateError(), "<no error>") << workdir;
   }
 }
 
 TEST_F(ValidateRunSpecTest, rejects_a_relative_workdir) {
-  spec_.workdir = "work";
+  spec_.sandbox.workdir = "work";
   EXPECT_EQ(ValidateError(), "workdir: must be an absolute path (got \"work\")");
-  spec_.workdir = "";
+  spec_.sandbox.workdir = "";
   EXPECT_EQ(ValidateError(), "workdir: must be an absolute path (got \"\")");
 }
 
 TEST_F(ValidateRunSpecTest, rejects_dot_components_in_the_workdir) {
-  spec_.workdir = "/work/../etc";
+  spec_.sandbox.workdir = "/work/../etc";
   EXPECT_EQ(ValidateError(), "workdir: must not contain \".\" or \"..\" (got /work/../etc)");
-  spec_.workdir = "/work/.";
+  spec_.sandbox.workdir = "/work/.";
   EXPECT_FALSE(ValidateRunSpec(spec_));
 }
 
 TEST_F(ValidateRunSpecTest, rejects_a_workdir_under_proc_dev_or_sys) {
-  spec_.workdir = "/proc/self";
+  spec_.sandbox.workdir = "/proc/self";
   EXPECT_EQ(ValidateError(), "workdir: must not be under /proc (got /proc/self)");
-  spec_.workdir = "/dev";
+  spec_.sandbox.workdir = "/dev";
   EXPECT_EQ(ValidateError(), "workdir: must not be under /dev (got /dev)");
-  spec_.workdir = "//sys/fs";
+  spec_.sandbox.workdir = "//sys/fs";
   EXPECT_EQ(ValidateError(), "workdir: must not be under /sys (got //sys/fs)");
 }
 
@@ -453,7 +459,7 @@ TEST_F(ValidateRunSpecTest, accepts_directory_and_file_mount_sources) {
 }
 
 TEST_F(ValidateRunSpecTest, rejects_a_missing_mount_source_naming_its_index) {
-  spec_.mounts.push_back(Mount{Path("dir"), "/a", false});
+  spec_.sandbox.mounts.push_back(Mount{Path("dir"), "/a", false});
   EXPECT_EQ(WithMount(Path("missing"), "/b"),
             fmt::format("mounts[1].source: {} does not exist", Path("missing")));
 }
@@ -465,7 +471,7 @@ TEST_F(ValidateRunSpecTest, rejects_a_relative_mount_source) {
 TEST_F(ValidateRunSpecTest, rejects_a_mount_source_that_is_a_symlink_or_fifo) {
   EXPECT_EQ(WithMount(Path("link"), "/a"),
             fmt::format("mounts[0].source: {} is not a directory or a regular file", Path("link")));
-  spec_.mounts.clear();
+  spec_.sandbox.mounts.clear();
   EXPECT_EQ(WithMount(Path("fifo"), "/a"),
             fmt::format("mounts[0].source: {} is not a directory or a regular file", Path("fifo")));
 }
@@ -478,14 +484,14 @@ TEST_F(ValidateRunSpecTest, rejects_a_relative_mount_target) {
 TEST_F(ValidateRunSpecTest, rejects_dot_components_in_a_mount_target) {
   EXPECT_EQ(WithMount(Path("dir"), "/a/../proc"),
             "mounts[0].target: must not contain \".\" or \"..\" (got /a/../proc)");
-  spec_.mounts.clear();
+  spec_.sandbox.mounts.clear();
   EXPECT_TRUE(WithMount(Path("dir"), "/a/.").starts_with("mounts[0].target: must not contain"));
 }
 
 TEST_F(ValidateRunSpecTest, rejects_a_mount_target_that_is_not_normalized) {
   EXPECT_EQ(WithMount(Path("dir"), "/a//b"),
             "mounts[0].target: must be normalized, without \"//\" or a trailing \"/\" (got /a//b)");
-  spec_.mounts.clear();
+  spec_.sandbox.mounts.clear();
   EXPECT_TRUE(WithMount(Path("dir"), "/a/").starts_with("mounts[0].target: must be normalized"));
 }
 
@@ -495,36 +501,36 @@ TEST_F(ValidateRunSpecTest, rejects_the_root_as_a_mount_target) {
 
 TEST_F(ValidateRunSpecTest, rejects_mount_targets_that_shadow_proc_dev_or_sys) {
   EXPECT_EQ(WithMount(Path("dir"), "/proc/x"), "mounts[0].target: /proc/x shadows /proc");
-  spec_.mounts.clear();
+  spec_.sandbox.mounts.clear();
   EXPECT_EQ(WithMount(Path("dir"), "/dev"), "mounts[0].target: /dev shadows /dev");
-  spec_.mounts.clear();
+  spec_.sandbox.mounts.clear();
   EXPECT_EQ(WithMount(Path("dir"), "/sys/fs/cgroup"),
             "mounts[0].target: /sys/fs/cgroup shadows /sys");
-  spec_.mounts.clear();
+  spec_.sandbox.mounts.clear();
   EXPECT_EQ(WithMount(Path("dir"), "/system"), "<no error>");
 }
 
 TEST_F(ValidateRunSpecTest, rejects_two_mounts_on_one_target) {
-  spec_.mounts.push_back(Mount{Path("dir"), "/data", false});
+  spec_.sandbox.mounts.push_back(Mount{Path("dir"), "/data", false});
   EXPECT_EQ(WithMount(Path("file"), "/data"),
             "mounts[1].target: /data is also the target of mounts[0]");
 }
 
 TEST_F(ValidateRunSpecTest, rejects_stdin_data_together_with_a_stdin_file) {
-  spec_.stdin_data = "x";
-  spec_.stdin_file = Path("file");
+  spec_.exec.stdin_data = "x";
+  spec_.exec.stdin_file = Path("file");
   EXPECT_EQ(ValidateError(), "stdin_file: cannot be combined with stdin");
 }
 
 TEST_F(ValidateRunSpecTest, accepts_a_regular_stdin_file) {
-  spec_.stdin_file = Path("file");
+  spec_.exec.stdin_file = Path("file");
   EXPECT_EQ(ValidateError(), "<no error>");
 }
 
 TEST_F(ValidateRunSpecTest, rejects_a_missing_stdin_file_or_a_directory) {
-  spec_.stdin_file = Path("missing");
+  spec_.exec.stdin_file = Path("missing");
   EXPECT_EQ(ValidateError(), fmt::format("stdin_file: {} does not exist", Path("missing")));
-  spec_.stdin_file = Path("dir");
+  spec_.exec.stdin_file = Path("dir");
   EXPECT_EQ(ValidateError(), fmt::format("stdin_file: {} is a directory", Path("dir")));
 }
 
