@@ -61,6 +61,10 @@ struct RunResult {
 };
 
 std::string ToString(Status status);
+// A status travels in JSON as its name; from_json throws nlohmann's other_error for an unknown
+// one, as the JSON edge may.
+void to_json(nlohmann::json& json, const Status& status);
+void from_json(const nlohmann::json& json, Status& status);
 nlohmann::json ToJson(const RunResult& result);
 // The inverse of ToJson, for results that crossed a process boundary; a missing or mistyped
 // field is an error naming it.

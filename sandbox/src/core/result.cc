@@ -90,6 +90,14 @@ Expected<Status> ParseStatus(const std::string& name) {
   return std::unexpected(Error{"status", "unknown status \"" + ToValidUtf8(name) + "\"", 0});
 }
 
+void to_json(nlohmann::json& j, const Status& status) { j = ToString(status); }
+
+void from_json(const nlohmann::json& j, Status& status) {
+  auto parsed = ParseStatus(j.get<std::string>());
+  if (!parsed) throw nlohmann::json::other_error::create(501, parsed.error().what, &j);
+  status = *parsed;
+}
+
 nlohmann::json ToJson(const RunResult& r) {
   auto strings = [](const std::vector<std::string>& list) {
     nlohmann::json out = nlohmann::json::array();
