@@ -22,6 +22,23 @@ void Receive(const std::string& frames) {
   close(fds[0]);
 }
 
+// A decoded order or result must encode and decode to the same encoding.
+void CheckRoundTrips(const smolbox::channel::Message& message) {
+  using smolbox::fuzz::Require;
+  if (auto order = smolbox::persist::DecodeExecOrder(message)) {
+    auto again = smolbox::persist::DecodeExecOrder(smolbox::persist::EncodeExecOrder(*order));
+    Require(again.has_value(), "an encoded order decodes");
+    Require(smolbox::persist::EncodeExecOrder(*again).header ==
+                smolbox::persist::EncodeExecOrder(*order).header,
+            "an order survives a round trip");
+  }
+  if (auto result = smolbox::ResultFromJson(message.header)) {
+    auto again = smolbox::ResultFromJson(smolbox::ToJson(*result));
+    Require(again.has_value(), "an encoded result decodes");
+    Require(smolbox::ToJson(*again) == smolbox::ToJson(*result), "a result survives a round trip");
+  }
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -29,10 +46,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   Receive(smolbox::fuzz::AsFrames(input));
   for (std::string_view rest = input; !rest.empty();) {
     size_t newline = rest.find('\n');
-    if (auto message = smolbox::fuzz::AsMessage(rest.substr(0, newline))) {
-      (void)smolbox::persist::DecodeExecOrder(*message);
-      (void)smolbox::ResultFromJson(message->header);
-    }
+    if (auto message = smolbox::fuzz::AsMessage(rest.substr(0, newline))) CheckRoundTrips(*message);
     rest.remove_prefix(newline == std::string_view::npos ? rest.size() : newline + 1);
   }
   return 0;

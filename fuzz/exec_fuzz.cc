@@ -1,5 +1,6 @@
 // The agent's exit report (what a hostile guest tells the host about its run), and the exec
-// request the agent decodes. A decoded message must encode and decode to the same fields.
+// request the agent decodes. A decoded message must encode and decode to the same fields: the
+// same encoding, every field of which the struct's one description lists.
 #include "exec_protocol.h"
 #include "fuzz_input.h"
 
@@ -12,10 +13,7 @@ void CheckExit(const smolbox::channel::Message& message) {
   if (!report) return;
   auto again = smolbox::DecodeExit(smolbox::EncodeExit(*report));
   Require(again.has_value(), "an encoded report decodes");
-  Require(again->status == report->status && again->exit_code == report->exit_code &&
-              again->signal == report->signal && again->wall_ms == report->wall_ms &&
-              again->cpu_ms == report->cpu_ms && again->error == report->error &&
-              again->limits_hit == report->limits_hit,
+  Require(smolbox::EncodeExit(*again).header == smolbox::EncodeExit(*report).header,
           "a report survives a round trip");
 }
 
@@ -24,8 +22,7 @@ void CheckExec(const smolbox::channel::Message& message) {
   if (!request) return;
   auto again = smolbox::DecodeExec(smolbox::EncodeExec(*request));
   Require(again.has_value(), "an encoded exec decodes");
-  Require(again->argv == request->argv && again->env == request->env && again->cwd == request->cwd &&
-              again->timeout_ms == request->timeout_ms && again->stdin_stream == request->stdin_stream,
+  Require(smolbox::EncodeExec(*again).header == smolbox::EncodeExec(*request).header,
           "an exec survives a round trip");
 }
 

@@ -1,4 +1,5 @@
-// The microVM's setup and restore messages, as the agent in the guest decodes them.
+// The microVM's setup and restore messages, as the agent in the guest decodes them. A decoded
+// message must encode and decode to the same encoding.
 #include "fuzz_input.h"
 #include "guest_protocol.h"
 
@@ -11,8 +12,7 @@ void CheckSetup(const smolbox::channel::Message& message) {
   if (!setup) return;
   auto again = smolbox::DecodeGuestSetup(smolbox::EncodeGuestSetup(*setup));
   Require(again.has_value(), "an encoded setup decodes");
-  Require(again->volumes.size() == setup->volumes.size() && again->workdir == setup->workdir &&
-              again->uid == setup->uid && again->memory_bytes == setup->memory_bytes,
+  Require(smolbox::EncodeGuestSetup(*again).header == smolbox::EncodeGuestSetup(*setup).header,
           "a setup survives a round trip");
 }
 
@@ -21,8 +21,8 @@ void CheckRestore(const smolbox::channel::Message& message) {
   if (!restore) return;
   auto again = smolbox::DecodeGuestRestore(smolbox::EncodeGuestRestore(*restore));
   Require(again.has_value(), "an encoded restore decodes");
-  Require(again->seed == restore->seed && again->hostname == restore->hostname &&
-              again->realtime_sec == restore->realtime_sec,
+  Require(again->seed == restore->seed &&
+              smolbox::EncodeGuestRestore(*again).header == smolbox::EncodeGuestRestore(*restore).header,
           "a restore survives a round trip");
 }
 

@@ -61,6 +61,10 @@ struct RunResult {
 };
 
 std::string ToString(Status status);
+// A status travels in JSON as its name; from_json throws nlohmann's other_error for an unknown
+// one, as the JSON edge may.
+void to_json(nlohmann::json& json, const Status& status);
+void from_json(const nlohmann::json& json, Status& status);
 nlohmann::json ToJson(const RunResult& result);
 // A sandbox's start, which ran nothing: only what a Backend::Start fills in (status, error,
 // backend, isolation, timings, warnings).

@@ -25,16 +25,15 @@ std::string ParseErrorReason(const nlohmann::json::parse_error& e) {
   return std::string(reason);
 }
 
-// "[json.exception.out_of_range.406] number overflow parsing '1e999'" keeps what follows "] ".
-std::string ExceptionReason(const nlohmann::json::exception& e) {
+}  // namespace
+
+std::string JsonExceptionReason(const nlohmann::json::exception& e) {
   std::string_view reason = e.what();
   if (size_t bracket = reason.find("] "); bracket != std::string_view::npos) {
     reason.remove_prefix(bracket + 2);
   }
   return std::string(reason);
 }
-
-}  // namespace
 
 std::string StringOr(const nlohmann::json& object, const char* key, std::string_view fallback) {
   if (!object.is_object()) return std::string(fallback);
@@ -113,7 +112,7 @@ Expected<nlohmann::json> ParseBoundedJson(std::string_view text, const JsonBound
     return Refuse(what, fmt::format("malformed JSON at byte {}: {}", e.byte, ParseErrorReason(e)));
   } catch (const nlohmann::json::exception& e) {
     // A number beyond a double's range is out_of_range.406, not a parse_error.
-    return Refuse(what, fmt::format("malformed JSON: {}", ExceptionReason(e)));
+    return Refuse(what, fmt::format("malformed JSON: {}", JsonExceptionReason(e)));
   }
 }
 

@@ -80,6 +80,10 @@ T IntegerAt(const nlohmann::json& object, const char* key) {
                                     : static_cast<T>(value.get<int64_t>());
 }
 
+// nlohmann's exception without its "[json.exception.out_of_range.406] " prefix, which means
+// nothing to a user: "number overflow parsing '1e999'".
+std::string JsonExceptionReason(const nlohmann::json::exception& e);
+
 // "64 MiB", "4 KiB", "100 bytes": a limit as the errors name it.
 std::string FormatLimitBytes(size_t bytes);
 

@@ -5,7 +5,7 @@
 #include <utility>
 
 #include "exec_protocol.h"
-#include "json_bounds.h"
+#include "json_message.h"
 
 namespace smolbox {
 namespace {
@@ -90,37 +90,62 @@ Expected<Status> ParseStatus(const std::string& name) {
   return std::unexpected(Error{"status", "unknown status \"" + ToValidUtf8(name) + "\"", 0});
 }
 
-nlohmann::json ToJson(const RunResult& r) {
+void to_json(nlohmann::json& j, const Status& status) { j = ToString(status); }
+
+void from_json(const nlohmann::json& j, Status& status) {
+  auto parsed = ParseStatus(j.get<std::string>());
+  if (!parsed) throw nlohmann::json::other_error::create(501, parsed.error().what, &j);
+  status = *parsed;
+}
+
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(Usage, wall_ms, cpu_ms, peak_memory_bytes)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(Timings, setup_ms, boot_ms, run_ms, teardown_ms)
+
+// By hand, not by the macros: stdout and stderr are named apart from their fields, exit_code
+// and signal are null when they say nothing, error is left out when there is none, and every
+// string is made valid UTF-8.
+void to_json(nlohmann::json& j, const RunResult& r) {
   auto strings = [](const std::vector<std::string>& list) {
     nlohmann::json out = nlohmann::json::array();
     for (const std::string& s : list) out.push_back(ToValidUtf8(s));
     return out;
   };
-  nlohmann::json j = {
-      {"status", ToString(r.status)},
+  j = {
+      {"status", r.status},
       {"exit_code", r.status == Status::kExited ? nlohmann::json(r.exit_code) : nullptr},
       {"signal", r.signal != 0 ? nlohmann::json(r.signal) : nullptr},
       {"stdout", ToValidUtf8(r.stdout_data)},
       {"stderr", ToValidUtf8(r.stderr_data)},
       {"stdout_truncated", r.stdout_truncated},
       {"stderr_truncated", r.stderr_truncated},
-      {"usage",
-       {{"wall_ms", r.usage.wall_ms},
-        {"cpu_ms", r.usage.cpu_ms},
-        {"peak_memory_bytes", r.usage.peak_memory_bytes}}},
+      {"usage", r.usage},
       {"limits_hit", strings(r.limits_hit)},
-      {"timings",
-       {{"setup_ms", r.timings.setup_ms},
-        {"boot_ms", r.timings.boot_ms},
-        {"run_ms", r.timings.run_ms},
-        {"teardown_ms", r.timings.teardown_ms}}},
+      {"timings", r.timings},
       {"backend", ToValidUtf8(r.backend)},
       {"isolation", ToValidUtf8(r.isolation)},
       {"warnings", strings(r.warnings)},
   };
   if (!r.error.empty()) j["error"] = ToValidUtf8(r.error);
-  return j;
 }
+
+void from_json(const nlohmann::json& j, RunResult& r) {
+  j.at("status").get_to(r.status);
+  if (!j.at("exit_code").is_null()) j.at("exit_code").get_to(r.exit_code);
+  if (!j.at("signal").is_null()) j.at("signal").get_to(r.signal);
+  j.at("stdout").get_to(r.stdout_data);
+  j.at("stderr").get_to(r.stderr_data);
+  j.at("stdout_truncated").get_to(r.stdout_truncated);
+  j.at("stderr_truncated").get_to(r.stderr_truncated);
+  j.at("usage").get_to(r.usage);
+  j.at("limits_hit").get_to(r.limits_hit);
+  j.at("timings").get_to(r.timings);
+  j.at("backend").get_to(r.backend);
+  j.at("isolation").get_to(r.isolation);
+  j.at("warnings").get_to(r.warnings);
+  if (j.contains("error")) j.at("error").get_to(r.error);
+}
+
+nlohmann::json ToJson(const RunResult& r) { return r; }
 
 nlohmann::json SetupToJson(const RunResult& setup) {
   nlohmann::json all = ToJson(setup);
@@ -131,49 +156,25 @@ nlohmann::json SetupToJson(const RunResult& setup) {
   return j;
 }
 
+namespace {
+
+// For the shape (json_message.h), a result whose encoding has every field: an exit's code, a
+// signal, an error, and an entry in each list to give its kind.
+RunResult ResultSample() {
+  RunResult sample;
+  sample.status = Status::kExited;
+  sample.signal = 1;
+  sample.limits_hit = {""};
+  sample.warnings = {""};
+  sample.error = "-";
+  return sample;
+}
+
+}  // namespace
+
 Expected<RunResult> ResultFromJson(const nlohmann::json& j) {
-  // nlohmann throws on a missing key or a wrong type; each becomes an error naming the field.
-  const char* field = "result";
-  try {
-    RunResult r;
-    field = "status";
-    auto status = ParseStatus(j.at("status").get<std::string>());
-    SMOLBOX_TRY(status);
-    r.status = *status;
-    field = "exit_code";
-    if (!j.at("exit_code").is_null()) r.exit_code = IntegerAt<int>(j, "exit_code");
-    field = "signal";
-    if (!j.at("signal").is_null()) r.signal = IntegerAt<int>(j, "signal");
-    field = "stdout";
-    r.stdout_data = j.at("stdout").get<std::string>();
-    field = "stderr";
-    r.stderr_data = j.at("stderr").get<std::string>();
-    field = "stdout_truncated";
-    r.stdout_truncated = j.at("stdout_truncated").get<bool>();
-    field = "stderr_truncated";
-    r.stderr_truncated = j.at("stderr_truncated").get<bool>();
-    field = "usage";
-    const auto& u = j.at("usage");
-    r.usage = {IntegerAt<int64_t>(u, "wall_ms"), IntegerAt<int64_t>(u, "cpu_ms"),
-               IntegerAt<int64_t>(u, "peak_memory_bytes")};
-    field = "limits_hit";
-    r.limits_hit = j.at("limits_hit").get<std::vector<std::string>>();
-    field = "timings";
-    const auto& t = j.at("timings");
-    r.timings = {IntegerAt<int64_t>(t, "setup_ms"), IntegerAt<int64_t>(t, "boot_ms"),
-                 IntegerAt<int64_t>(t, "run_ms"), IntegerAt<int64_t>(t, "teardown_ms")};
-    field = "backend";
-    r.backend = j.at("backend").get<std::string>();
-    field = "isolation";
-    r.isolation = j.at("isolation").get<std::string>();
-    field = "warnings";
-    r.warnings = j.at("warnings").get<std::vector<std::string>>();
-    field = "error";
-    if (j.contains("error")) r.error = j.at("error").get<std::string>();
-    return r;
-  } catch (const nlohmann::json::exception& e) {
-    return std::unexpected(Error::Field(field, e.what()));
-  }
+  static const MessageShape shape(ResultSample(), {"error"}, {"exit_code", "signal"});
+  return DecodeMessage<RunResult>(j, shape, "result");
 }
 
 int CliExitCode(const RunResult& r) {

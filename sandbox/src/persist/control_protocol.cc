@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "json_bounds.h"
+#include "json_message.h"
 
 namespace smolbox::persist {
 namespace {
@@ -20,36 +21,48 @@ Expected<void> SendOutput(int fd, int stream, const std::string& data) {
   return {};
 }
 
+// For the shape (json_message.h): every field set, and an entry in each list and map to give
+// its kind.
+ExecOrder OrderSample() {
+  ExecOrder sample;
+  sample.argv = {""};
+  sample.env = {{"", ""}};
+  sample.workdir = "";
+  sample.timeout_ms = 0;
+  return sample;
+}
+
 }  // namespace
 
+// By hand, not by the macros: two fields are named apart from their members, and two are left
+// out when unset (nlohmann 3.11.2 has no std::optional).
+void to_json(nlohmann::json& j, const ExecOrder& order) {
+  j = {{"argv", order.argv},
+       {"env", order.env},
+       {"stdin", order.sends_stdin},
+       {"stream_output", order.streams_output}};
+  if (order.workdir) j["workdir"] = *order.workdir;
+  if (order.timeout_ms) j["timeout_ms"] = *order.timeout_ms;
+}
+
+void from_json(const nlohmann::json& j, ExecOrder& order) {
+  j.at("argv").get_to(order.argv);
+  j.at("env").get_to(order.env);
+  j.at("stdin").get_to(order.sends_stdin);
+  j.at("stream_output").get_to(order.streams_output);
+  if (j.contains("workdir")) order.workdir = j.at("workdir").get<std::string>();
+  if (j.contains("timeout_ms")) order.timeout_ms = j.at("timeout_ms").get<int64_t>();
+}
+
 channel::Message EncodeExecOrder(const ExecOrder& order) {
-  nlohmann::json header = {{"type", "exec"}, {"argv", order.argv}, {"env", order.env},
-                            {"stdin", order.sends_stdin}, {"stream_output", order.streams_output}};
-  if (order.workdir) header["workdir"] = *order.workdir;
-  if (order.timeout_ms) header["timeout_ms"] = *order.timeout_ms;
-  return {header, ""};
+  nlohmann::json header = order;
+  header["type"] = "exec";
+  return {std::move(header), ""};
 }
 
 Expected<ExecOrder> DecodeExecOrder(const channel::Message& message) {
-  const auto& h = message.header;
-  const char* field = "argv";
-  try {
-    ExecOrder order;
-    order.argv = h.at("argv").get<std::vector<std::string>>();
-    field = "env";
-    order.env = h.at("env").get<std::map<std::string, std::string>>();
-    field = "workdir";
-    if (h.contains("workdir")) order.workdir = h.at("workdir").get<std::string>();
-    field = "timeout_ms";
-    if (h.contains("timeout_ms")) order.timeout_ms = IntegerAt<int64_t>(h, "timeout_ms");
-    field = "stdin";
-    order.sends_stdin = h.at("stdin").get<bool>();
-    field = "stream_output";
-    order.streams_output = h.at("stream_output").get<bool>();
-    return order;
-  } catch (const nlohmann::json::exception& e) {
-    return std::unexpected(Error::Field(field, e.what()));
-  }
+  static const MessageShape shape(OrderSample(), {"workdir", "timeout_ms"});
+  return DecodeMessage<ExecOrder>(message.header, shape, "exec order");
 }
 
 Expected<void> SendResult(int fd, const RunResult& result) {

@@ -49,7 +49,68 @@ TEST(DecodeExecOrder, names_the_field_of_a_mistyped_order) {
   channel::Message order{{{"type", "exec"}, {"argv", {"/bin/true"}}, {"env", {{"A", 1}}}}, ""};
   auto decoded = DecodeExecOrder(order);
   ASSERT_FALSE(decoded);
-  EXPECT_EQ(decoded.error().where, "env");
+  EXPECT_EQ(decoded.error().ToString(), R"(exec order: env["A"] must be a string)");
+}
+
+std::string OrderErrorAfter(const char* field, const nlohmann::json& value) {
+  ExecOrder sent;
+  sent.argv = {"/bin/true"};
+  sent.workdir = "/tmp";
+  sent.timeout_ms = 5000;
+  channel::Message order = EncodeExecOrder(sent);
+  if (value.is_discarded()) {
+    order.header.erase(field);
+  } else {
+    order.header[field] = value;
+  }
+  auto decoded = DecodeExecOrder(order);
+  return decoded ? "<no error>" : decoded.error().ToString();
+}
+
+TEST(DecodeExecOrder, names_the_order_and_the_field_in_its_own_words) {
+  const nlohmann::json removed = nlohmann::json::value_t::discarded;
+  struct Case {
+    const char* field;
+    nlohmann::json value;
+    const char* error;
+  };
+  const Case cases[] = {
+      {"stdin", removed, "exec order: field stdin is missing"},
+      {"argv", "ls", "exec order: argv must be a list"},
+      {"timeout_ms", 5000.5, "exec order: timeout_ms must be an integer"},
+      {"timeout_ms", 1e300, "exec order: timeout_ms must be an integer"},
+      {"timeout_ms", uint64_t{1} << 63, "exec order: timeout_ms is out of range"},
+      {"workdir", removed, "<no error>"},
+      {"timeout_ms", removed, "<no error>"},
+  };
+  for (const Case& c : cases) {
+    std::string error = OrderErrorAfter(c.field, c.value);
+    EXPECT_EQ(error, c.error) << c.field;
+    EXPECT_EQ(error.find("json.exception"), std::string::npos) << error;
+  }
+}
+
+TEST(DecodeExecOrder, round_trips_every_field) {
+  ExecOrder sent;
+  sent.argv = {"/bin/sh", "-c", "ls"};
+  sent.env = {{"A", "1"}};
+  sent.workdir = "/tmp";
+  sent.timeout_ms = 5000;
+  sent.sends_stdin = true;
+  auto back = DecodeExecOrder(EncodeExecOrder(sent));
+  ASSERT_TRUE(back) << back.error().ToString();
+  EXPECT_EQ(EncodeExecOrder(*back).header, EncodeExecOrder(sent).header);
+  EXPECT_EQ(back->timeout_ms, 5000);
+  EXPECT_EQ(back->workdir, "/tmp");
+  EXPECT_TRUE(back->sends_stdin);
+  EXPECT_FALSE(back->streams_output);
+  // The wire format, which fuzz/corpus/control holds too.
+  EXPECT_EQ(EncodeExecOrder(sent).header.dump(),
+            R"({"argv":["/bin/sh","-c","ls"],"env":{"A":"1"},"stdin":true,)"
+            R"("stream_output":false,"timeout_ms":5000,"type":"exec","workdir":"/tmp"})");
+  auto unset = DecodeExecOrder(EncodeExecOrder(ExecOrder{}));
+  ASSERT_TRUE(unset) << unset.error().ToString();
+  EXPECT_FALSE(unset->workdir || unset->timeout_ms);
 }
 
 }  // namespace

@@ -221,12 +221,12 @@ TEST(ResultFromJson, names_a_missing_or_mistyped_field) {
   j.erase("timings");
   auto missing = ResultFromJson(j);
   ASSERT_FALSE(missing);
-  EXPECT_EQ(missing.error().where, "timings");
+  EXPECT_EQ(missing.error().ToString(), "result: field timings is missing");
   j = ToJson(Exited(0));
   j["stdout"] = 5;
   auto mistyped = ResultFromJson(j);
   ASSERT_FALSE(mistyped);
-  EXPECT_EQ(mistyped.error().where, "stdout");
+  EXPECT_EQ(mistyped.error().ToString(), "result: stdout must be a string");
   j = ToJson(Exited(0));
   j["status"] = "finished";
   EXPECT_FALSE(ResultFromJson(j));
@@ -237,12 +237,12 @@ TEST(ResultFromJson, refuses_a_float_or_out_of_range_number_naming_its_field) {
   j["usage"]["wall_ms"] = 1e43;
   auto as_float = ResultFromJson(j);
   ASSERT_FALSE(as_float);
-  EXPECT_EQ(as_float.error().where, "usage");
+  EXPECT_EQ(as_float.error().ToString(), "result: usage.wall_ms must be an integer");
   j = ToJson(Exited(0));
   j["exit_code"] = 1LL << 40;
   auto out_of_range = ResultFromJson(j);
   ASSERT_FALSE(out_of_range);
-  EXPECT_EQ(out_of_range.error().where, "exit_code");
+  EXPECT_EQ(out_of_range.error().ToString(), "result: exit_code is out of range");
 }
 
 }  // namespace
