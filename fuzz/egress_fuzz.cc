@@ -20,7 +20,8 @@ void CheckAddress(std::string_view text) {
                      *smolbox::ParseCidrRule("::/0", "fuzz")};
   const smolbox::Destination to{*address, 443, {"fuzz.example"}};
   auto verdict = smolbox::JudgeConnection(all, to, {});
-  if (smolbox::FloorReason(*address, {})) Require(!verdict.allowed, "the floor holds under every rule");
+  if (smolbox::FloorReason(*address, {}))
+    Require(!verdict.allowed, "the floor holds under every rule");
 }
 
 void CheckCidrRule(std::string_view text) {

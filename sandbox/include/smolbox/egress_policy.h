@@ -5,8 +5,8 @@
 //   policy.allow_hosts.push_back(*rule);
 //   auto ip = smolbox::ParseIpAddress("169.254.169.254", "address");
 //   smolbox::Verdict v = smolbox::JudgeConnection(policy, {*ip, 80, {"api.example.com"}}, {});
-//   // v.allowed == false; v.reason == "169.254.169.254 is in the floor: link-local (cloud
-//   metadata)"
+//   // v.allowed == false, and v.reason ==
+//   //   "169.254.169.254 is in the floor: link-local (cloud metadata)"
 //
 // The model:
 // - No rule and no --net: no egress at all (the spec's "network": "none").
@@ -19,7 +19,7 @@
 // The floor is the host itself (loopback, "this network", its own addresses), link-local and
 // the cloud metadata addresses, multicast and reserved space, in every spelling: a v4-mapped
 // IPv6 address is the IPv4 address it maps, and an address that embeds an IPv4 address
-// (IPv4-compatible, SIIT, NAT64, 6to4) is judged as that address too.
+// (IPv4-compatible, SIIT, NAT64, 6to4, Teredo) is judged as that address too.
 #pragma once
 
 #include <array>
@@ -41,7 +41,6 @@ struct IpAddress {
   static IpAddress V4(uint32_t host_order);
   // An IPv6 address, made the IPv4 address it maps when it is one (::ffff:a.b.c.d).
   static IpAddress V6(const std::array<uint8_t, 16>& bytes);
-  size_t size() const { return v6 ? 16 : 4; }
   // inet_ntop's spelling: "10.0.0.1", "fe80::1".
   std::string ToString() const;
   friend bool operator==(const IpAddress&, const IpAddress&) = default;

@@ -74,11 +74,13 @@ TEST(ParseCidr, reads_a_network_of_either_family_and_a_v4_mapped_one_as_ipv4) {
 }
 
 TEST(ParseCidr, refuses_a_missing_or_out_of_range_prefix_and_bits_past_it) {
-  EXPECT_EQ(ErrorOf(ParseCidr("10.0.0.1/8", "--allow-cidr")),
-            "--allow-cidr: \"10.0.0.1/8\": has bits set past its prefix: the network is 10.0.0.0/8");
+  EXPECT_EQ(
+      ErrorOf(ParseCidr("10.0.0.1/8", "--allow-cidr")),
+      "--allow-cidr: \"10.0.0.1/8\": has bits set past its prefix: the network is 10.0.0.0/8");
   EXPECT_EQ(ErrorOf(ParseCidr("10.0.0.1", "--deny-cidr")),
             "--deny-cidr: \"10.0.0.1\": needs a prefix length, as in 10.0.0.1/32");
-  EXPECT_EQ(ErrorOf(ParseCidr("fd00::1", "f")), "f: \"fd00::1\": needs a prefix length, as in fd00::1/128");
+  EXPECT_EQ(ErrorOf(ParseCidr("fd00::1", "f")),
+            "f: \"fd00::1\": needs a prefix length, as in fd00::1/128");
   EXPECT_EQ(ErrorOf(ParseCidr("10.0.0.0/33", "f")),
             "f: \"10.0.0.0/33\": the prefix length must be a number from 0 to 32");
   EXPECT_EQ(ErrorOf(ParseCidr("fd00::/129", "f")),
@@ -139,10 +141,12 @@ TEST(ParseHostRule, refuses_addresses_bad_ports_and_whatever_is_not_a_host_name)
   EXPECT_EQ(error("a:b:c"), "--allow-host: \"a:b:c\": has more than one ':'");
   EXPECT_EQ(error(""), "--allow-host: \"\": the name is empty");
   EXPECT_EQ(error(":443"), "--allow-host: \":443\": the name is empty");
-  EXPECT_EQ(error("*"), "--allow-host: \"*\": a wildcard must be the whole first label, as in *.example.com");
+  EXPECT_EQ(error("*"),
+            "--allow-host: \"*\": a wildcard must be the whole first label, as in *.example.com");
   EXPECT_EQ(error("*."), "--allow-host: \"*.\": the name is empty");
-  EXPECT_EQ(error("a.*.com"),
-            "--allow-host: \"a.*.com\": a wildcard must be the whole first label, as in *.example.com");
+  EXPECT_EQ(
+      error("a.*.com"),
+      "--allow-host: \"a.*.com\": a wildcard must be the whole first label, as in *.example.com");
   EXPECT_EQ(error("a..com"), "--allow-host: \"a..com\": has an empty label");
   EXPECT_EQ(error(".a.com"), "--allow-host: \".a.com\": has an empty label");
   EXPECT_EQ(error("-a.com"), "--allow-host: \"-a.com\": label \"-a\" starts or ends with -");
@@ -201,9 +205,10 @@ TEST(FloorReason, holds_the_host_link_local_metadata_multicast_and_reserved_spac
 
 TEST(FloorReason, holds_every_ipv6_spelling_that_carries_a_floor_ipv4_address) {
   EXPECT_EQ(FloorOf("::ffff:169.254.169.254"), "link-local (cloud metadata)");  // v4-mapped
-  EXPECT_EQ(FloorOf("::127.0.0.1"), "it embeds 127.0.0.1: loopback");          // IPv4-compatible
-  EXPECT_EQ(FloorOf("::ffff:0:127.0.0.1"), "it embeds 127.0.0.1: loopback");   // SIIT
-  EXPECT_EQ(FloorOf("64:ff9b::a9fe:a9fe"), "it embeds 169.254.169.254: link-local (cloud metadata)");
+  EXPECT_EQ(FloorOf("::127.0.0.1"), "it embeds 127.0.0.1: loopback");           // IPv4-compatible
+  EXPECT_EQ(FloorOf("::ffff:0:127.0.0.1"), "it embeds 127.0.0.1: loopback");    // SIIT
+  EXPECT_EQ(FloorOf("64:ff9b::a9fe:a9fe"),
+            "it embeds 169.254.169.254: link-local (cloud metadata)");
   EXPECT_EQ(FloorOf("2002:7f00:1::"), "it embeds 127.0.0.1: loopback");  // 6to4
   EXPECT_EQ(FloorOf("2001:0:a9fe:a9fe::1"),
             "it embeds 169.254.169.254: link-local (cloud metadata)");  // a Teredo server
@@ -221,8 +226,8 @@ TEST(FloorReason, holds_the_hosts_own_addresses_in_every_spelling) {
 }
 
 TEST(FloorReason, leaves_public_and_private_addresses_to_the_rules) {
-  for (std::string text : {"192.0.2.1", "198.51.100.7", "203.0.113.255", "2001:db8::1",
-                           "10.0.0.1", "fd12::1", "::ffff:203.0.113.5", "64:ff9b::cb00:7105"}) {
+  for (std::string text : {"192.0.2.1", "198.51.100.7", "203.0.113.255", "2001:db8::1", "10.0.0.1",
+                           "fd12::1", "::ffff:203.0.113.5", "64:ff9b::cb00:7105"}) {
     EXPECT_EQ(FloorOf(text), "<reachable>") << text;
   }
 }
@@ -360,8 +365,8 @@ TEST(JudgeConnection, allow_host_reaches_its_names_addresses_on_its_port_and_ask
 TEST(JudgeConnection, an_allowed_name_that_resolves_into_the_floor_or_a_private_range_is_refused) {
   EgressPolicy policy;
   policy.allow_hosts = {Host("api.example.com")};
-  for (std::string address : {"127.0.0.1", "169.254.169.254", "::1", "::ffff:169.254.169.254",
-                              "10.0.0.1", "fd00::1"}) {
+  for (std::string address :
+       {"127.0.0.1", "169.254.169.254", "::1", "::ffff:169.254.169.254", "10.0.0.1", "fd00::1"}) {
     EXPECT_FALSE(Judge(policy, address, 443, {"api.example.com"}).allowed) << address;
   }
 }
