@@ -97,5 +97,8 @@ if (isMainThread) {
   const { parentPort } = require('worker_threads');
   globalThis.held = Buffer.alloc(32 * MIB, 0x5a); // global, so the collector cannot free it
   parentPort.postMessage(globalThis.held.length);
-  setTimeout(() => {}, 20000);
+  // Held until the process ends (the main thread exits at BREACH or STOPPED, or a limit kills
+  // it): a worker that ended on a timer would free its 32 MiB, and on a slow host the count
+  // of ALLOCATED would then run past what is held at once.
+  setInterval(() => {}, 1 << 30);
 }
