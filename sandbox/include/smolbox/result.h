@@ -41,6 +41,20 @@ struct Timings {
   int64_t teardown_ms = 0;
 };
 
+// One DNS query or one connection the sandbox asked the egress gateway for.
+struct EgressEvent {
+  std::string kind;     // "dns" or "tcp"
+  std::string name;     // dns: the name asked; tcp: the names the address was resolved from
+  std::string address;  // tcp: the destination; dns: the addresses answered, comma-separated
+  int port = 0;         // tcp
+  std::string type;     // dns: "A", "AAAA", "TXT", ...
+  bool allowed = false;
+  std::string reason;
+  int64_t bytes_in = 0;   // to the sandbox
+  int64_t bytes_out = 0;  // from the sandbox
+  friend bool operator==(const EgressEvent&, const EgressEvent&) = default;
+};
+
 struct RunResult {
   Status status = Status::kInternalError;
   int exit_code = -1;  // set when status is kExited
@@ -50,11 +64,12 @@ struct RunResult {
   bool stdout_truncated = false;
   bool stderr_truncated = false;
   Usage usage;
-  std::vector<std::string> limits_hit;  // "pids", "storage", "files"
+  std::vector<std::string> limits_hit;  // "pids", "storage", "files", "net"
   Timings timings;
   std::string backend;    // "ns" or "vm"
   std::string isolation;  // "namespaces", "kvm" or "tcg"
   std::vector<std::string> warnings;
+  std::vector<EgressEvent> egress;  // in the order the gateway decided them
   std::string error;  // for setup_error and internal_error: what failed
 
   void Warn(std::string text) { warnings.push_back(std::move(text)); }

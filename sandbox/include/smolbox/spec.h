@@ -19,6 +19,7 @@
 #include <string_view>
 #include <vector>
 
+#include "smolbox/egress_policy.h"
 #include "smolbox/error.h"
 
 namespace smolbox {
@@ -54,6 +55,15 @@ struct Mount {
   bool read_only = false;
 };
 
+// Egress: the policy, and where the host side resolves and dials from (docs/egress.md).
+struct EgressSpec {
+  EgressPolicy policy;  // policy.Enabled() false: loopback only
+  std::optional<SocketAddress> dns_server;  // unset: the first nameserver of /etc/resolv.conf
+  std::string netns;  // a network namespace file the gateway dials from; empty: smolbox's own
+  int64_t max_connections = 64;       // open at once
+  std::optional<int64_t> limit_bytes;  // bytes out, all connections together
+};
+
 struct SandboxSpec {
   BackendKind backend = BackendKind::kAuto;
   Accel accel = Accel::kAuto;
@@ -61,6 +71,7 @@ struct SandboxSpec {
   std::string workdir = "/work";  // made at start; each exec's HOME and cwd unless it names its own
   SandboxLimits limits;
   NetworkMode network = NetworkMode::kNone;
+  EgressSpec egress;
   std::vector<Mount> mounts;
   UserKind user = UserKind::kSandbox;
   // vm backend: restore the guest from a boot snapshot instead of booting it, making the
@@ -124,5 +135,6 @@ inline constexpr double kMaxCpus = 1024;
 // The largest spec read, from a file or not; it bounds a spec's inline stdin too. A larger stdin
 // goes in a stdin_file, which streams.
 inline constexpr size_t kMaxSpecBytes = 64 << 20;
+inline constexpr int64_t kMaxEgressConnections = 4096;
 
 }  // namespace smolbox

@@ -100,6 +100,10 @@ void from_json(const nlohmann::json& j, Status& status) {
 
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(Usage, wall_ms, cpu_ms, peak_memory_bytes)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(Timings, setup_ms, boot_ms, run_ms, teardown_ms)
+// Its strings are the gateway's own words and names as the resolver spells them (ldns escapes
+// every byte outside printable ASCII), or printable ASCII from the first bytes.
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(EgressEvent, kind, name, address, port, type, allowed, reason,
+                                   bytes_in, bytes_out)
 
 // By hand, not by the macros: stdout and stderr are named apart from their fields, exit_code
 // and signal are null when they say nothing, error is left out when there is none, and every
@@ -124,6 +128,7 @@ void to_json(nlohmann::json& j, const RunResult& r) {
       {"backend", ToValidUtf8(r.backend)},
       {"isolation", ToValidUtf8(r.isolation)},
       {"warnings", strings(r.warnings)},
+      {"egress", r.egress},
   };
   if (!r.error.empty()) j["error"] = ToValidUtf8(r.error);
 }
@@ -142,6 +147,7 @@ void from_json(const nlohmann::json& j, RunResult& r) {
   j.at("backend").get_to(r.backend);
   j.at("isolation").get_to(r.isolation);
   j.at("warnings").get_to(r.warnings);
+  j.at("egress").get_to(r.egress);
   if (j.contains("error")) j.at("error").get_to(r.error);
 }
 
@@ -166,6 +172,7 @@ RunResult ResultSample() {
   sample.signal = 1;
   sample.limits_hit = {""};
   sample.warnings = {""};
+  sample.egress = {EgressEvent{}};
   sample.error = "-";
   return sample;
 }
