@@ -54,6 +54,10 @@ struct RunFlags {
   bool json = false;
   bool interactive = false;
   bool no_snapshot = false;
+  // Egress
+  bool net = false;
+  std::vector<std::string> allow_hosts, allow_cidrs, deny_cidrs;
+  Flag dns_server, egress_netns, net_limit, net_connections;
 };
 
 // smolbox create / exec / ls / rm: persistent sandboxes.
@@ -171,6 +175,42 @@ void AddSizeLimitOptions(CLI::App& run, RunFlags& f) {
           "N");
 }
 
+void AddEgressOptions(CLI::App& run, RunFlags& f) {
+  const std::string group = "Egress (default: no network, loopback only)";
+  run.add_flag("--net", f.net, "open egress to the public internet; the floor (host, link-local, "
+                               "metadata) still holds, and private ranges need --allow-cidr")
+      ->group(group);
+  run.add_option("--allow-host", f.allow_hosts,
+                 "only these names resolve, and only their addresses can be reached, on PORT (any if "
+                 "none); *.NAME covers its subdomains; repeatable; implies egress")
+      ->type_name("NAME[:PORT]")
+      ->allow_extra_args(false)
+      ->group(group);
+  run.add_option("--allow-cidr", f.allow_cidrs,
+                 "also reach this range, on PORT (any if none); the one way to a private range; "
+                 "repeatable; implies egress")
+      ->type_name("CIDR[:PORT]")
+      ->allow_extra_args(false)
+      ->group(group);
+  run.add_option("--deny-cidr", f.deny_cidrs, "never reach this range, whatever allows it; repeatable")
+      ->type_name("CIDR")
+      ->allow_extra_args(false)
+      ->group(group);
+  AddFlag(run, "--dns-server", f.dns_server,
+          "the resolver the gateway asks (default: the first nameserver of /etc/resolv.conf)", "IP[:PORT]")
+      .option->group(group);
+  AddFlag(run, "--egress-netns", f.egress_netns,
+          "the network namespace the gateway dials from (default: smolbox's own)", "PATH")
+      .option->group(group);
+  AddFlag(run, "--net-limit", f.net_limit, "bytes the sandbox may send in all (default: no limit)", "SIZE")
+      .option->group(group);
+  AddFlag(run, "--net-connections", f.net_connections,
+          fmt::format("connections open at once (default {}, max {})", smolbox::EgressSpec{}.max_connections,
+                      smolbox::kMaxEgressConnections),
+          "N")
+      .option->group(group);
+}
+
 void AddRunCommand(CLI::App& app, RunFlags& f) {
   CLI::App* run = app.add_subcommand("run", "run a command in a sandbox");
   // Everything from the command on is the command's own: `smolbox run ls -v` must not
@@ -179,6 +219,7 @@ void AddRunCommand(CLI::App& app, RunFlags& f) {
   AddSpecOptions(*run, f);
   AddTimeLimitOptions(*run, f);
   AddSizeLimitOptions(*run, f);
+  AddEgressOptions(*run, f);
   run->add_flag("-i,--interactive", f.interactive, "stream smolbox's own stdin to the command's stdin");
   run->add_flag("--json", f.json,
                 "print the RunResult as JSON, with the output in it, instead of streaming the output through");
@@ -196,6 +237,7 @@ void AddCreateCommand(CLI::App& app, RunFlags& f, SandboxFlags& s) {
   AddSpecOptions(*create, f);
   AddTimeLimitOptions(*create, f);
   AddSizeLimitOptions(*create, f);
+  AddEgressOptions(*create, f);
   create->add_flag("--json", s.json, "print the setup's result as JSON");
   // Taken only to refuse it clearly: a sandbox's commands come with each exec.
   create->add_option("command", f.command)->group("");
@@ -346,6 +388,39 @@ Expected<void> ApplyNamedFlags(const RunFlags& f, smolbox::RunSpec& spec) {
   return {};
 }
 
+// Each flag's rules add to the spec's.
+template <typename Rule, typename Parse>
+Expected<void> AddRules(const std::vector<std::string>& texts, const char* flag, Parse parse,
+                        std::vector<Rule>& out) {
+  for (const std::string& text : texts) {
+    SMOLBOX_ASSIGN_OR_RETURN(Rule rule, parse(text, flag));
+    out.push_back(std::move(rule));
+  }
+  return {};
+}
+
+Expected<void> ApplyEgressFlags(const RunFlags& f, smolbox::EgressSpec& egress) {
+  smolbox::EgressPolicy& policy = egress.policy;
+  if (f.net) policy.open = true;
+  SMOLBOX_TRY(AddRules(f.allow_hosts, "--allow-host", smolbox::ParseHostRule, policy.allow_hosts));
+  SMOLBOX_TRY(AddRules(f.allow_cidrs, "--allow-cidr", smolbox::ParseCidrRule, policy.allow_cidrs));
+  SMOLBOX_TRY(AddRules(f.deny_cidrs, "--deny-cidr", smolbox::ParseCidr, policy.deny_cidrs));
+  if (f.dns_server) {
+    SMOLBOX_ASSIGN_OR_RETURN(egress.dns_server, smolbox::ParseSocketAddress(f.dns_server.value, 53, "--dns-server"));
+  }
+  if (f.egress_netns) {
+    SMOLBOX_ASSIGN_OR_RETURN(egress.netns, Absolute(f.egress_netns.value, "--egress-netns"));
+  }
+  auto bytes = [](const std::string& s) { return smolbox::ParseBytes(s); };
+  SMOLBOX_TRY(SetFrom<int64_t>(f.net_limit, "--net-limit", bytes, egress.limit_bytes));
+  if (egress.limit_bytes && *egress.limit_bytes < 1) return Fail("--net-limit", "must be at least 1 byte");
+  SMOLBOX_TRY(SetFrom<int64_t>(f.net_connections, "--net-connections", ParseInteger, egress.max_connections));
+  if (egress.max_connections < 1 || egress.max_connections > smolbox::kMaxEgressConnections) {
+    return Fail("--net-connections", fmt::format("must be 1 to {}", smolbox::kMaxEgressConnections));
+  }
+  return {};
+}
+
 // A bare image name stays a name (for the image store); a path is made absolute.
 Expected<void> ApplyImage(const Flag& image, smolbox::SandboxSpec& spec) {
   if (!image) return {};
@@ -383,7 +458,8 @@ Expected<smolbox::RunSpec> BuildSpec(const RunFlags& f) {
   }
   for (auto ok :
        {ApplyNamedFlags(f, spec), ApplyImage(f.image, spec.sandbox), ApplyLimitFlags(f, spec),
-        AddEnv(f.env, spec.exec.env), AddVolumes(f.volumes, spec.sandbox)}) {
+        AddEnv(f.env, spec.exec.env), AddVolumes(f.volumes, spec.sandbox),
+        ApplyEgressFlags(f, spec.sandbox.egress)}) {
     SMOLBOX_TRY(ok);
   }
   if (!f.command.empty()) spec.exec.argv = f.command;

@@ -96,7 +96,7 @@ Expected<void> WriteFile(const std::string& path, const std::string& text) {
 }
 
 // Only what programs need to name the sandbox user; no host account or secret.
-Expected<void> MakeEtc(const std::string& root, uid_t uid, gid_t gid) {
+Expected<void> MakeEtc(const std::string& root, uid_t uid, gid_t gid, const std::string& resolver) {
   std::string etc = root + "/etc";
   if (mkdir(etc.c_str(), 0755) != 0) return std::unexpected(Error::Sys("mkdir " + etc));
   std::string passwd = "root:x:0:0:root:/root:/bin/sh\n";
@@ -109,9 +109,12 @@ Expected<void> MakeEtc(const std::string& root, uid_t uid, gid_t gid) {
                             {"group", group},
                             {"hosts", "127.0.0.1 localhost sandbox\n::1 localhost\n"},
                             {"hostname", "sandbox\n"},
-                            {"nsswitch.conf", "passwd: files\ngroup: files\nhosts: files\n"}}) {
+                            {"nsswitch.conf", resolver.empty() ? "passwd: files\ngroup: files\nhosts: files\n"
+                                                               : "passwd: files\ngroup: files\nhosts: files dns\n"}}) {
     SMOLBOX_TRY(WriteFile(etc + "/" + name, text));
   }
+  // With egress, names go to the gateway's resolver, and only there.
+  if (!resolver.empty()) SMOLBOX_TRY(WriteFile(etc + "/resolv.conf", fmt::format("nameserver {}\n", resolver)));
   // The loader cache only lists library paths; with it, lookups match the host's.
   if (access("/etc/ld.so.cache", R_OK) == 0) {
     SMOLBOX_TRY(MakeFile(etc + "/ld.so.cache"));
@@ -388,7 +391,7 @@ Expected<void> BuildRoot(const RootPlan& plan) {
     SMOLBOX_TRY(MakeDirImage(plan));
   } else {
     SMOLBOX_TRY(MakeHostImage(root));
-    SMOLBOX_TRY(MakeEtc(root, plan.uid, plan.gid));
+    SMOLBOX_TRY(MakeEtc(root, plan.uid, plan.gid, plan.resolver));
   }
   SMOLBOX_TRY(MakeDev(root));
   SMOLBOX_TRY(MakeProc(root, plan.proc_options));

@@ -35,6 +35,8 @@ struct RootPlan {
   std::string workdir;
   uid_t uid = 0;  // the workload's, for /etc/passwd
   gid_t gid = 0;
+  // The nameserver of the sandbox's /etc/resolv.conf, when it has egress; empty: no DNS.
+  std::string resolver;
   // Mount options of the sandbox's /proc. In a microVM "hidepid=invisible" hides the agent
   // from a workload that runs as another uid.
   std::string proc_options;

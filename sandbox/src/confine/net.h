@@ -1,11 +1,31 @@
-// The sandbox's network namespace: loopback only, and no route anywhere else.
+// The sandbox's network namespace: loopback only, and no route anywhere else; or, with egress,
+// a route for every destination into loopback, where a redirect hands each connection to the
+// gateway's listeners (net/gateway.h), made here inside the namespace.
 #pragma once
 
+#include <cstdint>
+
 #include "smolbox/error.h"
+#include "unique_fd.h"
 
 namespace smolbox::confine {
 
 // Brings up `lo` in the current (new) network namespace.
 Expected<void> BringUpLoopback();
+
+// Where the sandbox's resolv.conf points: the gateway's resolver, on the sandbox's loopback.
+inline constexpr char kEgressResolver[] = "127.0.0.1";
+
+// The gateway's listening sockets, made in the sandbox's network namespace. tcp6 is invalid
+// where the kernel has no IPv6.
+struct EgressSockets {
+  UniqueFd tcp4, tcp6, dns;
+  uint16_t tcp4_port = 0, tcp6_port = 0;
+};
+
+// The listeners: TCP on 127.0.0.1 and ::1 on ports of the kernel's choosing, and UDP on
+// kEgressResolver:53. The routes and the redirect that bring connections to them are the
+// backend's (ns/egress_redirect.h).
+Expected<EgressSockets> MakeEgressSockets();
 
 }  // namespace smolbox::confine

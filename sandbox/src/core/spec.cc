@@ -210,6 +210,52 @@ Expected<void> SetNetwork(const json& v, const std::string& path, SandboxSpec& o
   return {};
 }
 
+// ---------------------------------------------------------------------------
+// "egress": {"net": true, "allow_hosts": ["api.example.com:443"], ...}, as the flags are.
+
+template <typename Rule, auto Parse, auto Member>
+Expected<void> SetRules(const json& v, const std::string& path, EgressSpec& out) {
+  SMOLBOX_ASSIGN_OR_RETURN(auto texts, GetStringArray(v, path));
+  for (size_t i = 0; i < texts.size(); ++i) {
+    SMOLBOX_ASSIGN_OR_RETURN(Rule rule, Parse(texts[i], fmt::format("{}[{}]", path, i)));
+    (out.policy.*Member).push_back(std::move(rule));
+  }
+  return {};
+}
+
+Expected<void> SetOpen(const json& v, const std::string& path, EgressSpec& out) {
+  if (!v.is_boolean()) return Fail(path, "must be true or false");
+  out.policy.open = v.get<bool>();
+  return {};
+}
+
+Expected<void> SetDnsServer(const json& v, const std::string& path, EgressSpec& out) {
+  if (v.is_null()) return {};
+  SMOLBOX_ASSIGN_OR_RETURN(auto text, GetString(v, path));
+  SMOLBOX_ASSIGN_OR_RETURN(out.dns_server, ParseSocketAddress(text, 53, path));
+  return {};
+}
+
+Expected<void> SetEgressLimit(const json& v, const std::string& path, EgressSpec& out) {
+  if (v.is_null()) return {};
+  SMOLBOX_ASSIGN_OR_RETURN(out.limit_bytes, GetInteger(v, path));
+  return {};
+}
+
+Expected<void> SetEgress(const json& v, const std::string& path, SandboxSpec& out) {
+  static const FieldTable<EgressSpec> table = {
+      {"net", SetOpen},
+      {"allow_hosts", SetRules<HostRule, ParseHostRule, &EgressPolicy::allow_hosts>},
+      {"allow_cidrs", SetRules<CidrRule, ParseCidrRule, &EgressPolicy::allow_cidrs>},
+      {"deny_cidrs", SetRules<Cidr, ParseCidr, &EgressPolicy::deny_cidrs>},
+      {"dns_server", SetDnsServer},
+      {"netns", SetString<&EgressSpec::netns, EgressSpec>},
+      {"max_connections", SetInteger<&EgressSpec::max_connections, EgressSpec>},
+      {"limit_bytes", SetEgressLimit},
+  };
+  return ParseObject(v, path, table, out.egress);
+}
+
 Expected<void> SetArgv(const json& v, const std::string& path, ExecSpec& out) {
   auto argv = GetStringArray(v, path);
   SMOLBOX_TRY(argv);
@@ -254,6 +300,7 @@ const FieldTable<RunSpec>& SpecFields() {
       {"workdir", kInSandbox<SetString<&SandboxSpec::workdir, SandboxSpec>>},
       {"limits", SetLimits},
       {"network", kInSandbox<SetNetwork>},
+      {"egress", kInSandbox<SetEgress>},
       {"mounts", kInSandbox<SetMounts>},
       {"user", kInSandbox<SetUser>},
       {"vm_snapshot", kInSandbox<SetBool<&SandboxSpec::vm_snapshot, SandboxSpec>>},
@@ -523,6 +570,17 @@ Expected<void> CheckMounts(const SandboxSpec& spec) {
   return {};
 }
 
+Expected<void> CheckEgress(const EgressSpec& egress) {
+  if (egress.max_connections < 1 || egress.max_connections > kMaxEgressConnections) {
+    return Fail("egress.max_connections", fmt::format("must be 1 to {}", kMaxEgressConnections));
+  }
+  if (egress.limit_bytes && *egress.limit_bytes < 1) return Fail("egress.limit_bytes", "must be at least 1");
+  if (!egress.netns.empty() && (!egress.netns.starts_with('/') || HasNul(egress.netns))) {
+    return Fail("egress.netns", "must be an absolute path to a network namespace file");
+  }
+  return {};
+}
+
 }  // namespace
 
 Expected<RunSpec> ParseRunSpec(const std::string& json_text, std::string_view origin) {
@@ -547,6 +605,7 @@ Expected<void> ValidateRunSpec(const RunSpec& spec) {
 
 Expected<void> ValidateSandboxSpec(const SandboxSpec& spec) {
   SMOLBOX_TRY(CheckLimits(nullptr, &spec.limits));
+  SMOLBOX_TRY(CheckEgress(spec.egress));
   SMOLBOX_TRY(CheckWorkdir(spec.workdir));
   SMOLBOX_TRY(CheckImage(spec));
   return CheckMounts(spec);

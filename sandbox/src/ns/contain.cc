@@ -13,6 +13,7 @@
 
 #include <fmt/format.h>
 
+#include "egress_redirect.h"
 #include "fd_passing.h"
 #include "net.h"
 #include "storage.h"
@@ -90,6 +91,18 @@ Expected<void> SetHostname() {
   return {};
 }
 
+// The gateway's listeners, made here so that they are the sandbox's own sockets, and the
+// redirect to them; the runtime serves them (net/gateway.h).
+Expected<void> PlumbEgress(const ContainPlan& plan) {
+  if (!plan.egress) return {};
+  SMOLBOX_ASSIGN_OR_RETURN(auto sockets, confine::MakeEgressSockets());
+  SMOLBOX_TRY(AddDefaultRoutesThroughLoopback(sockets.tcp6.valid()));
+  SMOLBOX_TRY(InstallEgressRedirect(sockets.tcp4_port, sockets.tcp6_port));
+  std::vector<int> fds = {sockets.tcp4.get(), sockets.dns.get()};
+  if (sockets.tcp6.valid()) fds.push_back(sockets.tcp6.get());
+  return shared::SendWithFds(plan.channel_fd, channel::Message{{{"type", "egress"}}, ""}, fds);
+}
+
 Expected<void> ExecAgent(const ContainPlan& plan) {
   int null_fd = open("/dev/null", O_RDWR | O_CLOEXEC);
   if (null_fd < 0) return std::unexpected(Error::Sys("open /dev/null"));
@@ -119,6 +132,7 @@ Expected<void> Contain(ContainPlan& plan) {
   SMOLBOX_TRY(BuildRootAndReport(plan));
   SMOLBOX_TRY(SetHostname());
   SMOLBOX_TRY(confine::BringUpLoopback());
+  SMOLBOX_TRY(PlumbEgress(plan));
   SMOLBOX_TRY(confine::PivotInto(plan.root.newroot));
   SMOLBOX_TRY(confine::LimitAgentBoundingSet());
   return ExecAgent(plan);

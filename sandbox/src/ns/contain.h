@@ -7,7 +7,10 @@
 //   child -> runtime  {"type":"storage"}   rootless only, with the tmpfs root as SCM_RIGHTS
 //   runtime -> child  {"type":"go"}        rootless only: storage laid out and filled
 //   child -> runtime  {"type":"warnings", "warnings":[...]}   what the root could not hide,
-//                                          if anything; the agent's "ready" follows
+//                                          if anything
+//   child -> runtime  {"type":"egress"}    with egress only: the gateway's listeners, made in
+//                                          the sandbox's netns, as SCM_RIGHTS (tcp4, dns[, tcp6])
+//                                          the agent's "ready" follows
 //   child -> runtime  {"type":"setup_error", "where":..., "what":..., "errno":...}
 #pragma once
 
@@ -31,6 +34,8 @@ struct ContainPlan {
   // Rootless: the sandbox mounts its own tmpfs storage here and sends it to the runtime.
   std::string tmpfs_storage_mountpoint;
   int64_t storage_mib = 0;
+  // The sandbox may reach the network through the gateway: routes, listeners and the redirect.
+  bool egress = false;
 };
 
 [[noreturn]] void ContainAndExecAgent(ContainPlan plan);

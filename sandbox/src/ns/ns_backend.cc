@@ -21,7 +21,9 @@
 #include "cgroup.h"
 #include "contain.h"
 #include "fd_passing.h"
+#include "gateway.h"
 #include "json_bounds.h"
+#include "net.h"
 #include "state.h"
 #include "storage.h"
 #include "user.h"
@@ -56,6 +58,8 @@ struct Sandbox {
   Identity identity;
   std::vector<HostVolume> volumes;
   std::optional<Storage> storage;
+  std::optional<net::Uplink> uplink;  // with egress: opened first, so a bad one fails early
+  std::unique_ptr<net::Gateway> gateway;
   UniqueFd agent;
   UniqueFd channel;
   UniqueFd pidfd;
@@ -76,6 +80,8 @@ ContainPlan MakePlan(const SandboxSpec& spec, const Sandbox& box, int child_chan
   plan.root.uid = box.identity.uid;
   plan.root.gid = box.identity.gid;
   plan.root.hide_host_paths = true;
+  plan.egress = spec.egress.policy.Enabled();
+  if (plan.egress) plan.root.resolver = confine::kEgressResolver;
   if (box.storage) plan.root.storage = box.storage->mountpoint();
   else plan.tmpfs_storage_mountpoint = box.dir->path() + "/storage";
   for (const auto& v : box.volumes) {
@@ -87,7 +93,8 @@ ContainPlan MakePlan(const SandboxSpec& spec, const Sandbox& box, int child_chan
   return plan;
 }
 
-Expected<std::pair<channel::Message, UniqueFd>> AwaitSetup(const Sandbox& box);
+using SetupMessage = std::pair<channel::Message, std::vector<UniqueFd>>;
+Expected<SetupMessage> AwaitSetup(const Sandbox& box);
 
 Expected<void> StartSandbox(const SandboxSpec& spec, Sandbox& box) {
   int pair[2];
@@ -120,7 +127,7 @@ Expected<void> StartSandbox(const SandboxSpec& spec, Sandbox& box) {
 }
 
 // The next setup message, bounded in time: a setup that hangs must not hang the runtime.
-Expected<std::pair<channel::Message, UniqueFd>> AwaitSetup(const Sandbox& box) {
+Expected<SetupMessage> AwaitSetup(const Sandbox& box) {
   pollfd fds[2] = {{box.channel.get(), POLLIN, 0}, {box.pidfd.get(), POLLIN, 0}};
   int rc = poll(fds, 2, kSetupTimeoutMs);
   if (rc == 0) return std::unexpected(Error{"setup", "the sandbox did not start within 30 s", ETIMEDOUT});
@@ -132,9 +139,21 @@ Expected<std::pair<channel::Message, UniqueFd>> AwaitSetup(const Sandbox& box) {
     return std::unexpected(
         Error{StringOr(h, "where", "setup"), StringOr(h, "what", ""), IntOr(h, "errno", 0)});
   }
-  if (got->second.size() > 1) return std::unexpected(Error{"setup", "a setup message came with several descriptors", 0});
-  UniqueFd fd = got->second.empty() ? UniqueFd() : std::move(got->second.front());
-  return std::pair{std::move(got->first), std::move(fd)};
+  return std::move(*got);
+}
+
+// The listeners the setup made in the sandbox's netns: tcp4, dns and, with IPv6, tcp6.
+Expected<void> StartGateway(const SandboxSpec& spec, Sandbox& box, std::vector<UniqueFd> fds) {
+  if (!box.uplink || fds.size() < 2) {
+    return std::unexpected(Error{"setup", "an egress message the sandbox was not to send", 0});
+  }
+  net::GatewayListeners listeners;
+  listeners.tcp4 = std::move(fds[0]);
+  listeners.dns = std::move(fds[1]);
+  if (fds.size() > 2) listeners.tcp6 = std::move(fds[2]);
+  SMOLBOX_ASSIGN_OR_RETURN(box.gateway, net::Gateway::Start(spec.egress, std::move(*box.uplink), std::move(listeners)));
+  box.uplink.reset();
+  return {};
 }
 
 Expected<void> AwaitReady(const SandboxSpec& spec, Sandbox& box, RunResult& result) {
@@ -142,7 +161,8 @@ Expected<void> AwaitReady(const SandboxSpec& spec, Sandbox& box, RunResult& resu
   SMOLBOX_TRY(message);
   if (message->first.Type() == "storage") {
     // Rootless: the setup mounted its tmpfs and sent it; lay it out and fill it, then go on.
-    box.storage.emplace(Storage::Adopt(std::move(message->second)));
+    if (message->second.size() != 1) return std::unexpected(Error{"setup", "a storage message without its descriptor", 0});
+    box.storage.emplace(Storage::Adopt(std::move(message->second.front())));
     SMOLBOX_TRY(shared::FillStorage(spec, box.volumes, *box.storage, box.identity.host_uid, box.identity.host_gid, result));
     SMOLBOX_TRY(channel::WriteMessage(box.channel.get(), channel::Message{{{"type", "go"}}, ""}));
     message = AwaitSetup(box);
@@ -152,6 +172,11 @@ Expected<void> AwaitReady(const SandboxSpec& spec, Sandbox& box, RunResult& resu
     for (const auto& text : message->first.header.value("warnings", nlohmann::json::array())) {
       if (text.is_string()) result.Warn(text.get<std::string>());
     }
+    message = AwaitSetup(box);
+    SMOLBOX_TRY(message);
+  }
+  if (message->first.Type() == "egress") {
+    SMOLBOX_TRY(StartGateway(spec, box, std::move(message->second)));
     message = AwaitSetup(box);
     SMOLBOX_TRY(message);
   }
@@ -189,6 +214,10 @@ Expected<void> Prepare(const SandboxSpec& spec, Sandbox& box, RunResult& result)
   } else if (mkdir((box.dir->path() + "/storage").c_str(), 0700) != 0) {
     return std::unexpected(Error::Sys("mkdir storage mountpoint"));
   }
+  if (spec.egress.policy.Enabled()) {
+    SMOLBOX_ASSIGN_OR_RETURN(auto uplink, net::Uplink::Open(spec.egress.netns, spec.egress.dns_server));
+    box.uplink.emplace(std::move(uplink));
+  }
   SMOLBOX_ASSIGN_OR_RETURN(auto agent_path, FindAgent());
   auto agent = SealedAgentCopy(agent_path);
   SMOLBOX_TRY(agent);
@@ -211,6 +240,7 @@ shared::AgentSandbox Describe(const Sandbox& box) {
   agent.backstop_warning = "timeout: the agent did not end the run; the host backstop killed the sandbox";
   agent.storage = box.storage ? &*box.storage : nullptr;
   agent.volumes = &box.volumes;
+  agent.gateway = box.gateway.get();
   return agent;
 }
 

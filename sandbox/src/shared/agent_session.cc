@@ -89,6 +89,10 @@ RunResult AgentSession::Exec(const ExecSpec& spec, const ExecIo& io, int cancel_
   ApplyOutcome(outcome, box.backstop_warning, result);
   if (box.cgroup) JudgeByCgroup(outcome, *box.cgroup, before, first_exec, result);
   TakeOutput(outcome, result);
+  if (box.gateway) {
+    result.egress = box.gateway->TakeLog();
+    if (box.gateway->TakeLimitHit()) result.limits_hit.push_back("net");
+  }
   if (box.storage && box.storage->Full()) result.limits_hit.push_back("storage");
   if (box.storage) CopyBackVolumes(*box.spec, *box.volumes, *box.storage, result);
   result.timings.teardown_ms = MsSince(teardown_start);

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "cgroup.h"
+#include "gateway.h"
 #include "monitor.h"
 #include "smolbox/backend.h"
 #include "storage.h"
@@ -51,6 +52,8 @@ struct AgentSandbox {
   std::string backstop_warning;         // the result's warning when the backstop fired
   const Storage* storage = nullptr;     // where rw volumes are copied back from
   const std::vector<HostVolume>* volumes = nullptr;
+  // With egress: what it decided during each exec goes into the exec's result.
+  net::Gateway* gateway = nullptr;
 };
 
 class AgentSession : public Session {

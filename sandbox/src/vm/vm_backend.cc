@@ -442,6 +442,11 @@ class VmBackend final : public Backend {
   std::unique_ptr<Session> Start(const SandboxSpec& spec, RunResult& result) override {
     result.backend = "vm";
     auto start = Clock::now();
+    if (spec.egress.policy.Enabled()) {
+      // Fail closed: the guest's side of the gateway is not built yet, and a sandbox that was
+      // asked for a policy must not run as if it had one.
+      return SetupError(result, Error{"egress", "--net, --allow-host and --allow-cidr are not available on the vm backend yet; use --backend ns", 0}, start);
+    }
     auto accel = ChooseAccel(spec.accel);
     if (!accel) return SetupError(result, accel.error(), start);
     auto vm = std::make_unique<Vm>();
