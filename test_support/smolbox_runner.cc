@@ -59,14 +59,16 @@ void Drain(int out_fd, int err_fd, std::string& out, std::string& err) {
 }
 
 // In the forked child: becomes `smolbox ARGS`, with a clean environment.
-[[noreturn]] void ExecSmolbox(const std::vector<std::string>& args, const std::vector<std::string>& env, uid_t as_uid) {
+[[noreturn]] void ExecSmolbox(const std::vector<std::string>& args, const std::vector<std::string>& env, uid_t as_uid,
+                              const std::vector<std::string>& prefix = {}) {
   if (as_uid != 0) {
     if (setgroups(0, nullptr) != 0 || setresgid(as_uid, as_uid, as_uid) != 0 ||
         setresuid(as_uid, as_uid, as_uid) != 0) {
       _exit(99);
     }
   }
-  std::vector<std::string> argv_s = {as_uid != 0 ? RootlessSmolbox() : SmolboxPath()};
+  std::vector<std::string> argv_s = prefix;
+  argv_s.push_back(as_uid != 0 ? RootlessSmolbox() : SmolboxPath());
   argv_s.insert(argv_s.end(), args.begin(), args.end());
   std::vector<char*> argv, envp;
   for (auto& a : argv_s) argv.push_back(a.data());
@@ -92,7 +94,8 @@ int MsLeft(std::chrono::steady_clock::time_point deadline) {
 
 }  // namespace
 
-Invocation RunSmolbox(const std::vector<std::string>& args, const std::vector<std::string>& env, uid_t as_uid) {
+Invocation RunSmolbox(const std::vector<std::string>& args, const std::vector<std::string>& env, uid_t as_uid,
+                      const std::vector<std::string>& prefix) {
   if (as_uid != 0) RootlessSmolbox();  // before fork: the child must not allocate
   int out_pipe[2], err_pipe[2];
   if (pipe2(out_pipe, O_CLOEXEC) != 0 || pipe2(err_pipe, O_CLOEXEC) != 0) return {};
@@ -103,7 +106,7 @@ Invocation RunSmolbox(const std::vector<std::string>& args, const std::vector<st
     dup2(err_pipe[1], 2);
     int null_fd = open("/dev/null", O_RDONLY);
     dup2(null_fd, 0);
-    ExecSmolbox(args, env, as_uid);
+    ExecSmolbox(args, env, as_uid, prefix);
   }
   close(out_pipe[1]);
   close(err_pipe[1]);

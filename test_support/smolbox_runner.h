@@ -27,8 +27,12 @@ std::string SmolboxPath();
 std::string HelperPath(const std::string& name);
 
 // Runs `smolbox ARGS...`, optionally under another uid (rootless tests) and with extra env.
+// Given a prefix, the child runs `PREFIX... smolbox ARGS...`, e.g. with {"/usr/sbin/ip", "netns",
+// "exec", NS}: prefix[0] is a full path (there is no PATH lookup), and it must exec smolbox, not
+// fork it, for exit_code and max_rss_kib to be smolbox's. Not with as_uid: the uid is dropped
+// before the prefix runs.
 Invocation RunSmolbox(const std::vector<std::string>& args, const std::vector<std::string>& env = {},
-                      uid_t as_uid = 0);
+                      uid_t as_uid = 0, const std::vector<std::string>& prefix = {});
 // `smolbox run --json OPTIONS -- COMMAND`, the common case.
 Invocation RunJson(const std::vector<std::string>& options, const std::vector<std::string>& command);
 
