@@ -1,0 +1,259 @@
+// Egress through the gateway, on the ns backend, against the test internet (test_internet.h):
+// smolbox runs in a namespace with nothing but loopback and dials from the test's uplink, so
+// nothing here can reach past this machine even if the gateway were wrong.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "egress_probe.h"
+#include "test_internet.h"
+
+namespace smolbox::testing {
+namespace {
+
+constexpr const char* kPython = "/usr/bin/python3";
+
+class Egress : public TestInternetTest {
+ protected:
+  // `smolbox run --json` with options, the uplink and the test DNS, of the probe with steps.
+  Invocation Probe(std::vector<std::string> options, const std::string& steps) {
+    std::vector<std::string> args = {"run",
+                                     "--json",
+                                     "--backend",
+                                     "ns",
+                                     "--timeout",
+                                     "60s",
+                                     "--egress-netns",
+                                     internet().uplink_netns_path(),
+                                     "--dns-server",
+                                     internet().dns_server()};
+    args.insert(args.end(), options.begin(), options.end());
+    for (const std::string& a : std::vector<std::string>{"--", kPython, "-c", kEgressProbe, steps})
+      args.push_back(a);
+    return internet().RunSmolbox(args);
+  }
+  // The probe's lines.
+  static std::vector<std::string> Lines(const Invocation& run) {
+    std::vector<std::string> lines;
+    std::string out = run.result.value("stdout", "");
+    for (size_t at = 0; at < out.size();) {
+      size_t end = out.find('\n', at);
+      lines.push_back(out.substr(at, end - at));
+      at = end == std::string::npos ? out.size() : end + 1;
+    }
+    return lines;
+  }
+  // The result's egress events of one kind, for a given address or name.
+  static std::vector<nlohmann::json> Events(const Invocation& run, const std::string& kind) {
+    std::vector<nlohmann::json> out;
+    for (const auto& e : run.result.value("egress", nlohmann::json::array())) {
+      if (e.value("kind", "") == kind) out.push_back(e);
+    }
+    return out;
+  }
+  static std::string Describe(const Invocation& run) { return run.out + "\n" + run.err; }
+};
+
+TEST_F(Egress, without_any_flag_the_sandbox_has_no_network_and_no_names) {
+  auto run = Probe({}, "resolve api.allowed.test / connect 192.0.2.10 80");
+  ASSERT_EQ(run.result.value("status", ""), "exited") << Describe(run);
+  EXPECT_EQ(Lines(run), (std::vector<std::string>{"gaierror -2", "ENETUNREACH"}));
+  EXPECT_TRUE(run.result["egress"].empty());
+}
+
+TEST_F(Egress, an_allowed_name_is_fetched_and_the_result_lists_the_query_and_the_connection) {
+  auto run =
+      Probe({"--allow-host", "api.allowed.test"}, "fetch api.allowed.test 80 api.allowed.test");
+  ASSERT_EQ(run.result.value("status", ""), "exited") << Describe(run);
+  EXPECT_EQ(Lines(run), (std::vector<std::string>{"200 server=192.0.2.10 host=api.allowed.test"}))
+      << Describe(run) << internet().ServerLog();
+  auto tcp = Events(run, "tcp");
+  ASSERT_EQ(tcp.size(), 1u) << run.result["egress"].dump(2);
+  EXPECT_TRUE(tcp[0]["allowed"].get<bool>());
+  EXPECT_EQ(tcp[0]["address"], "192.0.2.10");
+  EXPECT_EQ(tcp[0]["port"], 80);
+  EXPECT_EQ(tcp[0]["name"], "api.allowed.test");
+  EXPECT_GT(tcp[0]["bytes_out"].get<int64_t>(), 0);
+  EXPECT_GT(tcp[0]["bytes_in"].get<int64_t>(), 0);
+  bool answered = false;
+  for (const auto& q : Events(run, "dns")) {
+    answered |= q["name"] == "api.allowed.test" && q["type"] == "A" && q["allowed"] == true &&
+                q["address"] == "192.0.2.10";
+  }
+  EXPECT_TRUE(answered) << run.result["egress"].dump(2);
+}
+
+TEST_F(Egress, an_allowed_name_is_fetched_over_ipv6_and_over_tls_with_its_own_server_name) {
+  auto run = Probe({"--allow-host", "api.allowed.test"},
+                   "fetch 2001:db8::10 80 api.allowed.test / fetch api.allowed.test 443 "
+                   "api.allowed.test api.allowed.test");
+  // The literal IPv6 address was never resolved through the gateway, so it opens nothing; the
+  // name's own fetch over TLS passes.
+  ASSERT_EQ(Lines(run).size(), 2u) << Describe(run);
+  EXPECT_EQ(Lines(run)[0], "ECONNRESET");
+  EXPECT_EQ(Lines(run)[1], "200 server=192.0.2.10 sni=api.allowed.test host=api.allowed.test");
+  auto run6 = Probe({"--allow-host", "api.allowed.test"},
+                    "resolve api.allowed.test / fetch 2001:db8::10 80 api.allowed.test");
+  EXPECT_EQ(Lines(run6),
+            (std::vector<std::string>{"192.0.2.10 2001:db8::10",
+                                      "200 server=2001:db8::10 host=api.allowed.test"}))
+      << Describe(run6);
+}
+
+TEST_F(Egress, another_name_gets_nxdomain_and_an_ip_literal_of_a_server_not_allowed_is_refused) {
+  auto run = Probe({"--allow-host", "api.allowed.test"},
+                   "resolve other.test / connect 192.0.2.20 80 / resolve www.allowed.test");
+  EXPECT_EQ(Lines(run), (std::vector<std::string>{"gaierror -2", "ECONNRESET", "gaierror -2"}))
+      << Describe(run);
+  auto tcp = Events(run, "tcp");
+  ASSERT_EQ(tcp.size(), 1u);
+  EXPECT_FALSE(tcp[0]["allowed"].get<bool>());
+  EXPECT_EQ(tcp[0]["address"], "192.0.2.20");
+  EXPECT_NE(tcp[0]["reason"].get<std::string>().find("matches no rule"), std::string::npos)
+      << tcp[0].dump();
+}
+
+TEST_F(Egress, a_wildcard_covers_subdomains_only_and_an_allowed_name_on_another_port_is_refused) {
+  auto run = Probe({"--allow-host", "*.allowed.test:80"},
+                   "fetch deep.sub.allowed.test 80 deep.sub.allowed.test / fetch www.allowed.test "
+                   "8080 www.allowed.test / resolve allowed.test");
+  EXPECT_EQ(Lines(run),
+            (std::vector<std::string>{"200 server=192.0.2.10 host=deep.sub.allowed.test",
+                                      "ECONNRESET", "gaierror -2"}))
+      << Describe(run);
+}
+
+TEST_F(Egress, a_name_that_resolves_into_the_floor_is_refused_as_rebinding) {
+  auto run = Probe({"--allow-host", "*.allowed.test"},
+                   "resolve metadata.allowed.test / resolve loopback.allowed.test / resolve "
+                   "mapped.allowed.test / connect 169.254.169.254 80");
+  // The refused A (or AAAA) and the empty other leave getaddrinfo with no address: EAI_NODATA.
+  EXPECT_EQ(Lines(run),
+            (std::vector<std::string>{"gaierror -5", "gaierror -5", "gaierror -5", "ECONNRESET"}))
+      << Describe(run);
+  int rebinding = 0;
+  for (const auto& q : Events(run, "dns")) {
+    rebinding +=
+        !q["allowed"].get<bool>() && q["reason"].get<std::string>().starts_with("rebinding");
+  }
+  EXPECT_GE(rebinding, 3) << run.result["egress"].dump(2);
+}
+
+TEST_F(Egress,
+       with_net_the_floor_still_holds_in_every_spelling_and_private_ranges_need_allow_cidr) {
+  auto run = Probe({"--net"},
+                   "fetch api.allowed.test 80 api.allowed.test / connect 169.254.169.254 80 / "
+                   "connect ::ffff:169.254.169.254 80 / "
+                   "connect 64:ff9b::a9fe:a9fe 80 / connect 198.18.0.1 80 / connect "
+                   "::ffff:198.18.0.1 80 / connect 0.0.0.0 80 / "
+                   "connect 10.20.0.5 80 / connect 192.0.2.20 80");
+  // 0.0.0.0 is the sandbox's own host to its kernel: the connection stays on its loopback,
+  // where nothing listens.
+  EXPECT_EQ(Lines(run), (std::vector<std::string>{
+                            "200 server=192.0.2.10 host=api.allowed.test", "ECONNRESET",
+                            "ECONNRESET", "ECONNRESET", "ECONNRESET", "ECONNRESET", "ECONNREFUSED",
+                            "ECONNRESET", "connected server=192.0.2.20 host=x"}))
+      << Describe(run);
+  auto allowed = Probe({"--net", "--allow-cidr", "10.20.0.0/16:80"}, "connect 10.20.0.5 80");
+  EXPECT_EQ(Lines(allowed), (std::vector<std::string>{"connected server=10.20.0.5 host=x"}))
+      << Describe(allowed);
+  auto denied = Probe({"--net", "--deny-cidr", "192.0.2.0/24"}, "connect 192.0.2.20 80");
+  EXPECT_EQ(Lines(denied), (std::vector<std::string>{"ECONNRESET"})) << Describe(denied);
+}
+
+TEST_F(Egress, an_allowed_address_reached_with_another_name_in_sni_or_host_is_refused) {
+  auto run = Probe({"--allow-host", "api.allowed.test"},
+                   "resolve api.allowed.test / fetch 192.0.2.10 80 shared.test / fetch 192.0.2.10 "
+                   "443 api.allowed.test other.test / "
+                   "fetch 192.0.2.10 80 api.allowed.test");
+  ASSERT_EQ(Lines(run).size(), 4u) << Describe(run);
+  EXPECT_EQ(Lines(run)[1], "ECONNRESET");
+  EXPECT_NE(Lines(run)[2].find("ECONNRESET"), std::string::npos) << Lines(run)[2];
+  EXPECT_EQ(Lines(run)[3], "200 server=192.0.2.10 host=api.allowed.test");
+  std::string reasons;
+  for (const auto& c : Events(run, "tcp")) reasons += c["reason"].get<std::string>() + "\n";
+  EXPECT_NE(reasons.find("HTTP host shared.test is not an allowed host"), std::string::npos)
+      << reasons;
+  EXPECT_NE(reasons.find("TLS server name other.test is not an allowed host"), std::string::npos)
+      << reasons;
+}
+
+TEST_F(Egress, udp_a_txt_query_and_a_query_straight_to_the_upstream_are_refused) {
+  auto run = Probe({"--allow-host", "*.allowed.test"},
+                   "udp 192.0.2.10 9999 / dns 127.0.0.1 txt.allowed.test TXT / dns 203.0.113.53 "
+                   "api.allowed.test A / "
+                   "dns 127.0.0.1 api.allowed.test A");
+  EXPECT_EQ(Lines(run),
+            (std::vector<std::string>{"EPERM", "REFUSED answers=0", "EPERM", "NOERROR answers=1"}))
+      << Describe(run);
+}
+
+TEST_F(Egress, the_connection_cap_holds) {
+  auto run =
+      Probe({"--allow-cidr", "192.0.2.10/32", "--net-connections", "3"}, "hold 192.0.2.10 80 5");
+  EXPECT_EQ(Lines(run), (std::vector<std::string>{"held 3 of 5"})) << Describe(run);
+  int capped = 0;
+  for (const auto& c : Events(run, "tcp"))
+    capped += c["reason"].get<std::string>().find("cap of 3") != std::string::npos;
+  EXPECT_EQ(capped, 2) << run.result["egress"].dump(2);
+}
+
+TEST_F(Egress, net_limit_cuts_the_bytes_out_and_says_so) {
+  auto run =
+      Probe({"--allow-cidr", "192.0.2.10/32", "--net-limit", "4K"}, "post 192.0.2.10 80 65536");
+  ASSERT_EQ(Lines(run).size(), 1u) << Describe(run);
+  EXPECT_NE(Lines(run)[0], "200");
+  EXPECT_NE(std::find(run.result["limits_hit"].begin(), run.result["limits_hit"].end(), "net"),
+            run.result["limits_hit"].end())
+      << run.result.dump(2);
+}
+
+TEST_F(Egress, bad_egress_input_is_refused_naming_the_flag) {
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"--allow-cidr", "10.0.0.0/33"}, "--allow-cidr"},
+      {{"--allow-cidr", "10.0.0.1/8"}, "--allow-cidr"},
+      {{"--allow-host", "api.allowed.test:0"}, "--allow-host"},
+      {{"--allow-host", "192.0.2.10"}, "--allow-host"},
+      {{"--deny-cidr", "nonsense"}, "--deny-cidr"},
+      {{"--dns-server", "203.0.113.53:0"}, "--dns-server"},
+      {{"--net", "--egress-netns", "/run/netns/no-such-netns"}, "--egress-netns"},
+      {{"--net", "--egress-netns", "/etc/hostname"}, "--egress-netns"},
+      {{"--net", "--net-connections", "0"}, "--net-connections"},
+      {{"--net", "--net-limit", "0"}, "--net-limit"},
+  };
+  for (const auto& [flags, named] : cases) {
+    std::vector<std::string> args = {"run", "--backend", "ns"};
+    args.insert(args.end(), flags.begin(), flags.end());
+    args.insert(args.end(), {"--", "/bin/true"});
+    auto run = internet().RunSmolbox(args);
+    EXPECT_EQ(run.exit_code, 125) << flags[0] << " " << flags[1];
+    EXPECT_NE(run.err.find(named), std::string::npos) << flags[1] << ": " << run.err;
+  }
+}
+
+TEST_F(Egress, a_persistent_sandbox_keeps_its_policy_and_each_exec_lists_its_own_connections) {
+  std::string name = "egress-" + RandomToken().substr(0, 8);
+  auto created = internet().RunSmolbox(
+      {"create", name, "--backend", "ns", "--allow-host", "api.allowed.test", "--egress-netns",
+       internet().uplink_netns_path(), "--dns-server", internet().dns_server()});
+  ASSERT_EQ(created.exit_code, 0) << created.err;
+  auto exec = [&](const std::string& steps) {
+    return internet().RunSmolbox(
+        {"exec", "--json", name, "--", kPython, "-c", kEgressProbe, steps});
+  };
+  auto first = exec("fetch api.allowed.test 80 api.allowed.test");
+  auto second = exec("resolve other.test / connect 192.0.2.20 80");
+  internet().RunSmolbox({"rm", "-f", name});
+  EXPECT_EQ(Lines(first), (std::vector<std::string>{"200 server=192.0.2.10 host=api.allowed.test"}))
+      << Describe(first);
+  EXPECT_EQ(Lines(second), (std::vector<std::string>{"gaierror -2", "ECONNRESET"}))
+      << Describe(second);
+  ASSERT_EQ(Events(first, "tcp").size(), 1u);
+  EXPECT_TRUE(Events(first, "tcp")[0]["allowed"].get<bool>());
+  ASSERT_EQ(Events(second, "tcp").size(), 1u) << second.result["egress"].dump(2);
+  EXPECT_FALSE(Events(second, "tcp")[0]["allowed"].get<bool>());
+}
+
+}  // namespace
+}  // namespace smolbox::testing
