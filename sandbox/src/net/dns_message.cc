@@ -146,10 +146,11 @@ std::vector<uint8_t> DnsErrorReply(uint16_t id, const DnsQuestion* question, uin
 }
 
 std::vector<uint8_t> UpstreamQuery(const DnsQuestion& question, uint16_t id) {
-  Packet query(ldns_pkt_query_new(WireName(question).release(),
-                                  static_cast<ldns_rr_type>(question.type),
-                                  static_cast<ldns_rr_class>(question.klass), LDNS_RD));
+  // Built from the question record itself, not ldns_pkt_query_new, which reads type 0 as A.
+  Packet query(ldns_pkt_new());
   ldns_pkt_set_id(query.get(), id);
+  ldns_pkt_set_rd(query.get(), true);
+  ldns_pkt_push_rr(query.get(), LDNS_SECTION_QUESTION, QuestionRecord(question));
   return Encode(query.get());
 }
 

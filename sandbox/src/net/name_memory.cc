@@ -19,32 +19,35 @@ void NameMemory::Remember(const std::string& name, const IpAddress& address, uin
   uint32_t ttl = std::clamp(ttl_seconds, kMinTtlSeconds, kMaxTtlSeconds);
   auto expires = now + std::chrono::seconds(ttl);
   std::lock_guard lock(mutex_);
-  auto& list = entries_[address];
-  for (Entry& e : list) {
-    if (e.name == name) {
-      e.expires = std::max(e.expires, expires);
-      return;
+  if (auto it = entries_.find(address); it != entries_.end()) {
+    for (Entry& e : it->second) {
+      if (e.name == name) {
+        e.expires = std::max(e.expires, expires);
+        return;
+      }
     }
   }
   if (count_ >= kMaxEntries) DropExpired(now);
-  while (count_ >= kMaxEntries) {
-    // Full of live answers: forget the one closest to expiring.
-    auto oldest = entries_.end();
-    size_t index = 0;
-    for (auto it = entries_.begin(); it != entries_.end(); ++it) {
-      for (size_t i = 0; i < it->second.size(); ++i) {
-        if (oldest == entries_.end() || it->second[i].expires < oldest->second[index].expires) {
-          oldest = it;
-          index = i;
-        }
+  if (count_ >= kMaxEntries) DropSoonestToExpire();
+  entries_[address].push_back(Entry{name, expires});
+  ++count_;
+}
+
+void NameMemory::DropSoonestToExpire() {
+  // Full of live answers: forget the one closest to expiring.
+  auto soonest = entries_.begin();
+  size_t index = 0;
+  for (auto it = entries_.begin(); it != entries_.end(); ++it) {
+    for (size_t i = 0; i < it->second.size(); ++i) {
+      if (it->second[i].expires < soonest->second[index].expires) {
+        soonest = it;
+        index = i;
       }
     }
-    oldest->second.erase(oldest->second.begin() + static_cast<long>(index));
-    --count_;
-    if (oldest->second.empty() && &oldest->second != &list) entries_.erase(oldest);
   }
-  list.push_back(Entry{name, expires});
-  ++count_;
+  soonest->second.erase(soonest->second.begin() + static_cast<long>(index));
+  --count_;
+  if (soonest->second.empty()) entries_.erase(soonest);
 }
 
 std::vector<std::string> NameMemory::NamesFor(const IpAddress& address, Clock::time_point now) {

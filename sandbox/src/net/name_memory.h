@@ -40,6 +40,7 @@ class NameMemory {
     }
   };
   void DropExpired(Clock::time_point now);
+  void DropSoonestToExpire();
 
   std::mutex mutex_;
   std::map<IpAddress, std::vector<Entry>, Less> entries_;

@@ -365,7 +365,7 @@ TEST(EncodeMessages, keep_the_wire_format) {
             R"("type":"restored"})");
   EXPECT_EQ(restore.tail, SomeRestore().seed);
   EXPECT_EQ(ToJson(SomeResult()).dump(),
-            R"({"backend":"vm","exit_code":3,"isolation":"tcg","limits_hit":["pids"],)"
+            R"({"backend":"vm","egress":[],"exit_code":3,"isolation":"tcg","limits_hit":["pids"],)"
             R"("signal":null,"status":"exited","stderr":"err","stderr_truncated":false,)"
             R"("stdout":"out","stdout_truncated":true,"timings":{"boot_ms":4,"run_ms":2,)"
             R"("setup_ms":1,"teardown_ms":3},"usage":{"cpu_ms":20,"peak_memory_bytes":30,)"

@@ -67,7 +67,7 @@ TEST(ToJson, has_exactly_the_documented_keys) {
   EXPECT_EQ(Keys(j),
             (std::set<std::string>{"status", "exit_code", "signal", "stdout", "stderr",
                                    "stdout_truncated", "stderr_truncated", "usage", "limits_hit",
-                                   "timings", "backend", "isolation", "warnings"}));
+                                   "timings", "backend", "isolation", "warnings", "egress"}));
   EXPECT_EQ(Keys(j["usage"]), (std::set<std::string>{"wall_ms", "cpu_ms", "peak_memory_bytes"}));
   EXPECT_EQ(Keys(j["timings"]), (std::set<std::string>{"setup_ms", "boot_ms", "run_ms", "teardown_ms"}));
 }
