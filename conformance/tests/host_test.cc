@@ -104,6 +104,9 @@ const std::vector<std::vector<std::string>> kExpectedLevels = {
     {"VM backend: QEMU", "WARN", "WARN", "WARN", "WARN", "WARN"},
     {"VM backend: microvm machine", "WARN", "WARN", "WARN", "WARN", "WARN"},
     {"VM backend: guest artifacts", "WARN", "WARN", "WARN", "WARN", "WARN"},
+    {"Egress: nftables in a user namespace", "WARN", "WARN", "WARN", "WARN", "WARN"},
+    {"Egress: veth", "WARN", "WARN", "WARN", "WARN", "WARN"},
+    {"Egress: tun", "WARN", "WARN", "WARN", "WARN", "WARN"},
 };
 
 class EveryFixture : public testing::TestWithParam<size_t> {};
@@ -336,7 +339,8 @@ TEST(HostCommand, json_has_sections_backends_verdict_and_the_exit_code) {
     }
   }
   EXPECT_EQ(sections, (std::vector<std::string>{"CPU", "KVM", "Virtualization", "Devices",
-                                                "Namespaces", "cgroups", "Kernel", "VM backend"}));
+                                                "Namespaces", "cgroups", "Kernel", "VM backend",
+                                                "Egress"}));
   std::vector<std::string> backends;
   std::vector<std::string> sandboxes;
   for (const auto& b : j.at("backends")) {
@@ -388,10 +392,12 @@ TEST(HostCommand, a_bad_root_exits_2_with_a_clear_message) {
   EXPECT_NE(bad_json.err.find("host.json"), std::string::npos) << bad_json.err;
 }
 
-// The checks a fixture cannot replay: ioctls, a real unshare, and Landlock's syscall.
+// The checks a fixture cannot replay: ioctls, a real unshare, Landlock's syscall, and what
+// egress tries in a network namespace of its own.
 const std::set<std::string> kLiveOnly = {
     "KVM: KVM_GET_API_VERSION is 12", "KVM: KVM_CREATE_VM succeeds", "KVM: key capabilities",
-    "Namespaces: unprivileged user namespace", "Kernel: Landlock"};
+    "Namespaces: unprivileged user namespace", "Kernel: Landlock",
+    "Egress: nftables in a user namespace", "Egress: veth"};
 
 TEST(HostCapture, a_captured_fixture_replays_like_the_live_probe) {
   TempDir tmp("host-capture");

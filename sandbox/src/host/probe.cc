@@ -20,6 +20,7 @@ Expected<HostReport> ProbeHost(const ProbeOptions& options, std::vector<ProbedPa
   report.sections.push_back(ProbeCgroups(*view));
   report.sections.push_back(ProbeKernel(*view, found));
   report.sections.push_back(ProbeVmNeeds(options, found));
+  report.sections.push_back(ProbeEgressNeeds(*view));
   Conclude(*view, found, report);
   probed = view->probed();
   return report;

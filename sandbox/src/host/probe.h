@@ -47,6 +47,7 @@ Section ProbeNamespaces(HostView& view, Findings& found);
 Section ProbeCgroups(HostView& view);
 Section ProbeKernel(HostView& view, Findings& found);
 Section ProbeVmNeeds(const ProbeOptions& options, Findings& found);
+Section ProbeEgressNeeds(HostView& view);
 
 // Why the vm backend cannot use KVM here; empty when it can.
 std::string WhyNoKvm(const HostView& view, const Findings& found);
