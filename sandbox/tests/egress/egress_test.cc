@@ -1,9 +1,13 @@
 // Egress through the gateway, on the ns backend, against the test internet (test_internet.h):
 // smolbox runs in a namespace with nothing but loopback and dials from the test's uplink, so
 // nothing here can reach past this machine even if the gateway were wrong.
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sched.h>
+#include <unistd.h>
 
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "egress_probe.h"
@@ -13,6 +17,7 @@ namespace smolbox::testing {
 namespace {
 
 constexpr const char* kPython = "/usr/bin/python3";
+constexpr uid_t kNobody = 65534;
 
 class Egress : public TestInternetTest {
  protected:
@@ -253,6 +258,33 @@ TEST_F(Egress, a_persistent_sandbox_keeps_its_policy_and_each_exec_lists_its_own
   EXPECT_TRUE(Events(first, "tcp")[0]["allowed"].get<bool>());
   ASSERT_EQ(Events(second, "tcp").size(), 1u) << second.result["egress"].dump(2);
   EXPECT_FALSE(Events(second, "tcp")[0]["allowed"].get<bool>());
+}
+
+TEST_F(Egress, an_unprivileged_user_gets_egress_through_its_own_namespace_as_the_uplink) {
+  // Rootless, smolbox cannot enter another namespace: it runs in the uplink itself, and its
+  // gateway dials from there. The thread's namespace is what RunSmolbox's child inherits.
+  Invocation run;
+  std::thread in_uplink([&] {
+    int netns = open(internet().uplink_netns_path().c_str(), O_RDONLY | O_CLOEXEC);
+    if (netns < 0 || setns(netns, CLONE_NEWNET) != 0) return;
+    close(netns);
+    run = RunSmolbox({"run", "--json", "--backend", "ns", "--allow-host", "api.allowed.test", "--dns-server",
+                      internet().dns_server(), "--", kPython, "-c", kEgressProbe,
+                      "fetch api.allowed.test 80 api.allowed.test / connect 192.0.2.20 80 / connect 198.18.0.1 80"},
+                     {}, kNobody);
+  });
+  in_uplink.join();
+  ASSERT_EQ(run.result.value("status", ""), "exited") << Describe(run);
+  EXPECT_EQ(Lines(run), (std::vector<std::string>{"200 server=192.0.2.10 host=api.allowed.test", "ECONNRESET", "ECONNRESET"}))
+      << Describe(run);
+}
+
+TEST_F(Egress, the_vm_backend_refuses_egress_until_its_side_of_the_gateway_exists) {
+  auto run = internet().RunSmolbox({"run", "--json", "--backend", "vm", "--accel", "tcg", "--allow-host",
+                                    "api.allowed.test", "--", "/bin/true"});
+  EXPECT_EQ(run.exit_code, 125) << Describe(run);
+  EXPECT_EQ(run.result.value("status", ""), "setup_error");
+  EXPECT_NE(run.result.value("error", "").find("not available on the vm backend"), std::string::npos) << Describe(run);
 }
 
 }  // namespace
