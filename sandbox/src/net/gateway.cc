@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 #include <poll.h>
+#include <pthread.h>
+#include <signal.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -29,6 +31,12 @@ void Spawn(const std::shared_ptr<GatewayState>& state, Work work) {
     ++state->workers;
   }
   std::thread([state, work = std::move(work)]() mutable {
+    // splice() into a socket whose peer has gone raises SIGPIPE, which would end smolbox: held
+    // back in this thread, it leaves splice its EPIPE.
+    sigset_t pipe;
+    sigemptyset(&pipe);
+    sigaddset(&pipe, SIGPIPE);
+    pthread_sigmask(SIG_BLOCK, &pipe, nullptr);
     if (state->uplink.EnterFromThisThread()) work();
     std::lock_guard lock(state->workers_mutex);
     if (--state->workers == 0) state->workers_done.notify_all();

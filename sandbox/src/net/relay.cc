@@ -1,6 +1,7 @@
 // One TCP connection through the gateway: where the workload meant to go, the verdict, the
 // name its first bytes carry, the dial from the uplink, and the bytes each way.
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <fmt/format.h>
 #include <linux/netfilter_ipv4.h>
 #include <linux/netfilter_ipv6/ip6_tables.h>
@@ -20,7 +21,7 @@ namespace {
 
 constexpr int kFirstBytesTimeoutMs = 10000;
 constexpr int kDialTimeoutMs = 10000;
-constexpr size_t kRelayBuffer = 256 * 1024;
+constexpr size_t kRelayBuffer = 1024 * 1024;
 
 // Where the redirect found the connection going: conntrack's original destination.
 std::optional<SocketAddress> OriginalDestination(int client, bool v6) {
@@ -119,29 +120,42 @@ Expected<UniqueFd> Dial(const GatewayState& state, const SocketAddress& to) {
   return fd;
 }
 
-// One direction of the relay: bytes read from `from`, waiting to be written to `to`.
+// One direction of the relay: bytes spliced from `from` into a pipe, and from the pipe to `to`,
+// so that they cross without being copied through the gateway's memory.
 struct Direction {
   int from, to;
   bool outbound;  // from the sandbox: counted against --net-limit
-  std::string pending;
+  UniqueFd pipe_read, pipe_write;
+  size_t in_pipe = 0;
   bool eof = false;
   int64_t bytes = 0;
 };
 
-// Moves what can be moved without blocking; the reason, once the connection must end.
-std::optional<std::string> Step(GatewayState& state, Direction& d, short from_events) {
-  const char* side = d.outbound ? "the sandbox's side" : "the server's side";
-  if ((from_events & (POLLIN | POLLHUP | POLLERR)) && d.pending.empty() && !d.eof) {
-    d.pending.resize(kRelayBuffer);
-    ssize_t n = read(d.from, d.pending.data(), d.pending.size());
-    int err = errno;
-    d.pending.resize(n > 0 ? static_cast<size_t>(n) : 0);
+Expected<void> MakePipe(Direction& d) {
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC | O_NONBLOCK) != 0)
+    return std::unexpected(Error::Sys("pipe2 for the relay"));
+  d.pipe_read.Reset(fds[0]);
+  d.pipe_write.Reset(fds[1]);
+  // A larger pipe moves more per splice; where the kernel refuses, the default still works.
+  fcntl(fds[1], F_SETPIPE_SZ, kRelayBuffer);
+  return {};
+}
+
+// Moves what can be moved without blocking, once; the reason, once the connection must end.
+std::optional<std::string> StepOnce(GatewayState& state, Direction& d, short from_events) {
+  const char* reading = d.outbound ? "the sandbox's side" : "the server's side";
+  const char* writing = d.outbound ? "the server's side" : "the sandbox's side";
+  constexpr unsigned kFlags = SPLICE_F_MOVE | SPLICE_F_NONBLOCK;
+  if ((from_events & (POLLIN | POLLHUP | POLLERR)) && d.in_pipe == 0 && !d.eof) {
+    ssize_t n = splice(d.from, nullptr, d.pipe_write.get(), nullptr, kRelayBuffer, kFlags);
     if (n == 0) {
       d.eof = true;
       shutdown(d.to, SHUT_WR);
-    } else if (n < 0 && err != EAGAIN) {
-      return fmt::format("{} failed: {}", side, std::strerror(err));
+    } else if (n < 0 && errno != EAGAIN) {
+      return fmt::format("{} failed: {}", reading, std::strerror(errno));
     }
+    if (n > 0) d.in_pipe = static_cast<size_t>(n);
     if (n > 0 && d.outbound && state.spec.limit_bytes &&
         state.bytes_out.fetch_add(n) + n > *state.spec.limit_bytes) {
       std::lock_guard lock(state.log_mutex);
@@ -150,28 +164,56 @@ std::optional<std::string> Step(GatewayState& state, Direction& d, short from_ev
     }
   }
   // A write is tried whenever bytes wait; EAGAIN leaves them for the next turn.
-  if (!d.pending.empty()) {
-    ssize_t n = send(d.to, d.pending.data(), d.pending.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
-    if (n < 0 && errno != EAGAIN) {
-      return fmt::format("{} failed: {}", d.outbound ? "the server's side" : "the sandbox's side",
-                         std::strerror(errno));
-    }
+  if (d.in_pipe > 0) {
+    ssize_t n = splice(d.pipe_read.get(), nullptr, d.to, nullptr, d.in_pipe, kFlags);
+    if (n < 0 && errno != EAGAIN)
+      return fmt::format("{} failed: {}", writing, std::strerror(errno));
     if (n > 0) {
       d.bytes += n;
-      d.pending.erase(0, static_cast<size_t>(n));
+      d.in_pipe -= static_cast<size_t>(n);
     }
   }
+  return std::nullopt;
+}
+
+// Moves until nothing more moves, a few turns at most: a poll per turn would cost more than the
+// bytes a turn moves.
+std::optional<std::string> Step(GatewayState& state, Direction& d, short from_events) {
+  constexpr int kTurns = 8;
+  for (int turn = 0; turn < kTurns; ++turn) {
+    int64_t before = d.bytes;
+    bool was_eof = d.eof;
+    if (auto ended = StepOnce(state, d, turn == 0 ? from_events : POLLIN)) return ended;
+    if (d.bytes == before && d.eof == was_eof) break;
+  }
+  return std::nullopt;
+}
+
+// The first bytes, read to judge the name, go on to the server before the relay starts.
+std::optional<std::string> SendFirstBytes(GatewayState& state, int upstream,
+                                          const std::string& first, Direction& out) {
+  for (size_t sent = 0; sent < first.size();) {
+    ssize_t n =
+        send(upstream, first.data() + sent, first.size() - sent, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n < 0 && errno != EAGAIN)
+      return fmt::format("the server's side failed: {}", std::strerror(errno));
+    if (n > 0) sent += static_cast<size_t>(n);
+    if (n < 0 && !WaitFor(state, upstream, POLLOUT, kDialTimeoutMs))
+      return "the server took no bytes within 10 s";
+  }
+  out.bytes += static_cast<int64_t>(first.size());
+  if (state.spec.limit_bytes) state.bytes_out += static_cast<int64_t>(first.size());
   return std::nullopt;
 }
 
 // Relays until both sides are done, one breaks, --net-limit is reached or the gateway stops;
 // empty when both sides closed in order.
 std::string Relay(GatewayState& state, int client, int upstream, Direction& out, Direction& in) {
-  while (!(out.eof && out.pending.empty() && in.eof && in.pending.empty())) {
+  while (!(out.eof && out.in_pipe == 0 && in.eof && in.in_pipe == 0)) {
     auto want = [](const Direction& reading, const Direction& writing) {
       short events = 0;
-      if (reading.pending.empty() && !reading.eof) events |= POLLIN;
-      if (!writing.pending.empty()) events |= POLLOUT;
+      if (reading.in_pipe == 0 && !reading.eof) events |= POLLIN;
+      if (writing.in_pipe > 0) events |= POLLOUT;
       return events;
     };
     pollfd fds[3] = {
@@ -217,11 +259,12 @@ void ServeConnection(GatewayState& state, UniqueFd client, bool v6) {
   if (!upstream)
     return refuse(fmt::format("allowed ({}), but the dial failed: {}", verdict.reason,
                               upstream.error().ToString()));
-  Direction out{client.get(), upstream->get(), true, std::move(first)};
-  Direction in{upstream->get(), client.get(), false, ""};
-  if (!out.pending.empty() && state.spec.limit_bytes)
-    state.bytes_out += static_cast<int64_t>(out.pending.size());
-  std::string ended = Relay(state, client.get(), upstream->get(), out, in);
+  Direction out{client.get(), upstream->get(), true, {}, {}};
+  Direction in{upstream->get(), client.get(), false, {}, {}};
+  if (auto made = MakePipe(out); !made) return refuse(made.error().ToString());
+  if (auto made = MakePipe(in); !made) return refuse(made.error().ToString());
+  std::optional<std::string> failed = SendFirstBytes(state, upstream->get(), first, out);
+  std::string ended = failed ? *failed : Relay(state, client.get(), upstream->get(), out, in);
   event.allowed = true;
   event.reason = ended.empty() ? verdict.reason : fmt::format("{}; {}", verdict.reason, ended);
   event.bytes_out = out.bytes;

@@ -42,7 +42,9 @@ def resolve(name):
 def connect(host, port):
     s = socket.create_connection((host, int(port)), timeout=10)
     s.sendall(b"GET / HTTP/1.0\r\nHost: x\r\n\r\n")
-    data = s.recv(4096)
+    data = b""
+    while chunk := s.recv(4096):  # HTTP/1.0: the server closes after its reply
+        data += chunk
     return "connected " + (data.split(b"\r\n\r\n", 1)[-1].decode() if data else "but closed")
 
 def udp(host, port):

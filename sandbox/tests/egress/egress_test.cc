@@ -40,6 +40,7 @@ class Egress : public TestInternetTest {
   }
   // The probe's lines.
   static std::vector<std::string> Lines(const Invocation& run) {
+    if (!run.result.is_object()) return {"no result: exit " + std::to_string(run.exit_code) + ": " + run.out + run.err};
     std::vector<std::string> lines;
     std::string out = run.result.value("stdout", "");
     for (size_t at = 0; at < out.size();) {
@@ -52,6 +53,7 @@ class Egress : public TestInternetTest {
   // The result's egress events of one kind, for a given address or name.
   static std::vector<nlohmann::json> Events(const Invocation& run, const std::string& kind) {
     std::vector<nlohmann::json> out;
+    if (!run.result.is_object()) return out;
     for (const auto& e : run.result.value("egress", nlohmann::json::array())) {
       if (e.value("kind", "") == kind) out.push_back(e);
     }
