@@ -65,11 +65,6 @@ void GatewayState::Log(EgressEvent event) {
   log.push_back(std::move(event));
 }
 
-bool GatewayState::stopping() const {
-  pollfd p{stop.get(), POLLIN, 0};
-  return poll(&p, 1, 0) > 0;
-}
-
 Gateway::Gateway(std::shared_ptr<GatewayState> state) : state_(std::move(state)) {}
 
 Expected<std::unique_ptr<Gateway>> Gateway::Start(const EgressSpec& spec, Uplink uplink,

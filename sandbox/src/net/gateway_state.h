@@ -41,7 +41,6 @@ struct GatewayState {
   int workers = 0;
 
   void Log(EgressEvent event);
-  bool stopping() const;
 };
 
 // One accepted connection, from its first byte to its close (relay.cc).

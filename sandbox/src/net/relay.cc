@@ -91,21 +91,8 @@ std::optional<std::string> JudgeFirstBytes(const GatewayState& state, int client
 }
 
 Expected<UniqueFd> Dial(const GatewayState& state, const SocketAddress& to) {
-  sockaddr_storage address{};
-  socklen_t size;
-  if (to.address.v6) {
-    auto* a = reinterpret_cast<sockaddr_in6*>(&address);
-    a->sin6_family = AF_INET6;
-    a->sin6_port = htons(to.port);
-    std::memcpy(&a->sin6_addr, to.address.bytes.data(), 16);
-    size = sizeof *a;
-  } else {
-    auto* a = reinterpret_cast<sockaddr_in*>(&address);
-    a->sin_family = AF_INET;
-    a->sin_port = htons(to.port);
-    std::memcpy(&a->sin_addr, to.address.bytes.data(), 4);
-    size = sizeof *a;
-  }
+  socklen_t size = 0;
+  sockaddr_storage address = ToSockaddr(to, size);
   UniqueFd fd(socket(address.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
   if (!fd.valid()) return std::unexpected(Error::Sys("socket"));
   if (connect(fd.get(), reinterpret_cast<sockaddr*>(&address), size) != 0 && errno != EINPROGRESS) {

@@ -25,28 +25,10 @@ uint16_t RandomId() {
   return id;
 }
 
-sockaddr_storage SocketAddressOf(const SocketAddress& to, socklen_t& size) {
-  sockaddr_storage address{};
-  if (to.address.v6) {
-    auto* a = reinterpret_cast<sockaddr_in6*>(&address);
-    a->sin6_family = AF_INET6;
-    a->sin6_port = htons(to.port);
-    std::memcpy(&a->sin6_addr, to.address.bytes.data(), 16);
-    size = sizeof *a;
-  } else {
-    auto* a = reinterpret_cast<sockaddr_in*>(&address);
-    a->sin_family = AF_INET;
-    a->sin_port = htons(to.port);
-    std::memcpy(&a->sin_addr, to.address.bytes.data(), 4);
-    size = sizeof *a;
-  }
-  return address;
-}
-
 // Asks the upstream, from the uplink, and waits for its reply to this very query.
 Expected<DnsAnswer> AskUpstream(const GatewayState& state, const DnsQuestion& question) {
   socklen_t size = 0;
-  sockaddr_storage upstream = SocketAddressOf(state.uplink.dns_server(), size);
+  sockaddr_storage upstream = ToSockaddr(state.uplink.dns_server(), size);
   UniqueFd fd(socket(upstream.ss_family, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
   if (!fd.valid()) return std::unexpected(Error::Sys("socket for the upstream resolver"));
   // Connected, so that the kernel drops datagrams from anyone but the upstream.

@@ -61,6 +61,24 @@ std::string ReadText(const std::string& path) {
 
 }  // namespace
 
+sockaddr_storage ToSockaddr(const SocketAddress& to, socklen_t& size) {
+  sockaddr_storage address{};
+  if (to.address.v6) {
+    auto* a = reinterpret_cast<sockaddr_in6*>(&address);
+    a->sin6_family = AF_INET6;
+    a->sin6_port = htons(to.port);
+    std::memcpy(&a->sin6_addr, to.address.bytes.data(), 16);
+    size = sizeof *a;
+  } else {
+    auto* a = reinterpret_cast<sockaddr_in*>(&address);
+    a->sin_family = AF_INET;
+    a->sin_port = htons(to.port);
+    std::memcpy(&a->sin_addr, to.address.bytes.data(), 4);
+    size = sizeof *a;
+  }
+  return address;
+}
+
 Expected<SocketAddress> FirstNameserver(const std::string& text, const std::string& origin) {
   std::istringstream lines(text);
   std::string line;

@@ -2,6 +2,8 @@
 // own), the host's own addresses there, which the floor refuses, and its upstream resolver.
 #pragma once
 
+#include <sys/socket.h>
+
 #include <string>
 #include <vector>
 
@@ -29,6 +31,9 @@ class Uplink {
   std::vector<IpAddress> host_addresses_;
   SocketAddress dns_server_;
 };
+
+// The socket address the kernel takes for to, and its size in size.
+sockaddr_storage ToSockaddr(const SocketAddress& to, socklen_t& size);
 
 // The first "nameserver" of a resolv.conf's text, or an error naming origin.
 Expected<SocketAddress> FirstNameserver(const std::string& text, const std::string& origin);
