@@ -90,19 +90,7 @@ std::string ReadLine(const std::string& path) {
   return line;
 }
 
-// /dev/vportNpM of the port whose name is kAgentPortName.
-std::string FindAgentPort() {
-  std::unique_ptr<DIR, int (*)(DIR*)> dir(opendir("/sys/class/virtio-ports"), closedir);
-  if (!dir) return {};
-  while (dirent* entry = readdir(dir.get())) {
-    std::string port = entry->d_name;
-    if (port.starts_with(".")) continue;
-    if (ReadLine(fmt::format("/sys/class/virtio-ports/{}/name", port)) != kAgentPortName) continue;
-    std::string node = "/dev/" + port;
-    if (access(node.c_str(), R_OK | W_OK) == 0) return node;
-  }
-  return {};
-}
+std::string FindAgentPort() { return FindVirtioPort(kAgentPortName); }
 
 Expected<UniqueFd> OpenChannel() {
   std::string port = WaitFor(FindAgentPort);
@@ -158,6 +146,15 @@ Expected<void> MirrorImage(const std::string& view) {
   return {};
 }
 
+// The initramfs's egress setup and its libraries, which the host view would otherwise leave
+// behind: the agent runs it at a setup with egress (guest_egress.h).
+Expected<void> KeepEgressSetup(const std::string& view) {
+  if (access(kEgressSetupDir, X_OK) != 0) return {};  // a guest built without it
+  std::string target = view + kEgressSetupDir;
+  if (mkdir(target.c_str(), 0755) != 0) return std::unexpected(Error::Sys("mkdir " + target));
+  return BindReadOnly(kEgressSetupDir, target);
+}
+
 // Moves the agent onto a tmpfs laid out like a host, leaving the initramfs behind: pivot_root
 // refuses to pivot away from the initramfs, and the workload's root needs a pivot.
 Expected<void> EnterHostView() {
@@ -166,6 +163,7 @@ Expected<void> EnterHostView() {
   SMOLBOX_TRY(Mount("tmpfs", kHostView, "tmpfs", MS_NOSUID | MS_NODEV, "size=1m,mode=0755"));
   const std::string view = kHostView;
   SMOLBOX_TRY(MirrorImage(view));
+  SMOLBOX_TRY(KeepEgressSetup(view));
   for (const char* dir : {"proc", "sys", "dev", "newroot", "storage", "volumes", "tmp"}) {
     if (mkdir((view + "/" + dir).c_str(), 0755) != 0) return std::unexpected(Error::Sys(fmt::format("mkdir /{}", dir)));
   }
@@ -179,6 +177,20 @@ Expected<void> EnterHostView() {
 }
 
 }  // namespace
+
+// /dev/vportNpM of the port whose name is name.
+std::string FindVirtioPort(const char* name) {
+  std::unique_ptr<DIR, int (*)(DIR*)> dir(opendir("/sys/class/virtio-ports"), closedir);
+  if (!dir) return {};
+  while (dirent* entry = readdir(dir.get())) {
+    std::string port = entry->d_name;
+    if (port.starts_with(".")) continue;
+    if (ReadLine(fmt::format("/sys/class/virtio-ports/{}/name", port)) != name) continue;
+    std::string node = "/dev/" + port;
+    if (access(node.c_str(), R_OK | W_OK) == 0) return node;
+  }
+  return {};
+}
 
 bool StartedAsGuestInit(int argc) { return getpid() == 1 && argc <= 1; }
 

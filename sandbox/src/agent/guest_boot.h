@@ -11,6 +11,8 @@
 // so pivot_root works for the workload's root later.
 #pragma once
 
+#include <string>
+
 #include "smolbox/error.h"
 #include "unique_fd.h"
 
@@ -18,6 +20,13 @@ namespace smolbox::agent {
 
 // Where the cgroup2 hierarchy is mounted in the agent's view.
 inline constexpr const char* kGuestCgroupRoot = "/sys/fs/cgroup";
+
+// The initramfs's smolbox-egress-setup, its loader and its libraries; the host view keeps them
+// here, read-only.
+inline constexpr const char* kEgressSetupDir = "/egress";
+
+// /dev/vportNpM of the virtio-serial port named name, or "" when there is none.
+std::string FindVirtioPort(const char* name);
 
 // True when this process was started by the kernel as init (PID 1, no arguments).
 bool StartedAsGuestInit(int argc);

@@ -6,8 +6,10 @@
 #include <fmt/format.h>
 
 #include "guest_boot.h"
+#include "guest_egress.h"
 #include "guest_namespaces.h"
 #include "mount.h"
+#include "net.h"
 #include "user.h"
 
 namespace smolbox::agent {
@@ -59,7 +61,11 @@ Expected<WorkloadCgroup> SetUpGuestRun(const GuestSetup& setup) {
     }
     plan.volumes.push_back(std::move(bind));
   }
-  // The cgroup and the 9p shares need the guest kernel's root; nothing after this does.
+  if (setup.egress) {
+    plan.resolver = confine::kEgressResolver;
+    SMOLBOX_TRY(StartGuestEgress());
+  }
+  // The cgroup, the 9p shares and egress need the guest kernel's root; nothing after this does.
   SMOLBOX_TRY(EnterWorkloadNamespaces());
   SMOLBOX_TRY(confine::OpenSources(plan));
   SMOLBOX_TRY(confine::BuildRoot(plan));

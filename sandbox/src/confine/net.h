@@ -24,8 +24,8 @@ struct EgressSockets {
 };
 
 // The listeners: TCP on 127.0.0.1 and ::1 on ports of the kernel's choosing, and UDP on
-// kEgressResolver:53. The routes and the redirect that bring connections to them are the
-// backend's (ns/egress_redirect.h).
+// kEgressResolver:53. The routes and the redirect that bring connections to them are set up
+// apart (redirect/egress_redirect.h): they need libnftables, which a static agent cannot link.
 Expected<EgressSockets> MakeEgressSockets();
 
 }  // namespace smolbox::confine

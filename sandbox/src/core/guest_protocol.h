@@ -50,6 +50,9 @@ struct GuestSetup {
   int64_t memory_bytes = 0;  // the workload cgroup's memory.max
   int64_t pids = 0;          // pids.max
   double cpus = 0;           // cpu.max as a fraction of one CPU; 0: none
+  // Whether the workload may reach the network: its connections and DNS then go through the
+  // egress port (egress_link.h) to the host's gateway.
+  bool egress = false;
 };
 
 channel::Message EncodeGuestSetup(const GuestSetup& setup);

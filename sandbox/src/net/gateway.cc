@@ -21,6 +21,8 @@ constexpr int kMaxQueriesInFlight = 32;
 constexpr size_t kMaxDnsMessage = 4096;
 // How long TakeLog waits for open connections to close, in 10 ms steps.
 constexpr int kSettleSteps = 50;
+// How long the accept loop rests when the process is out of descriptors.
+constexpr int kAcceptBackoffMs = 50;
 
 // Runs work on a thread of its own that holds state alive, counted so that the gateway's end
 // can wait for it. It dials from the uplink, so it enters the uplink first.
@@ -43,13 +45,18 @@ void Spawn(const std::shared_ptr<GatewayState>& state, Work work) {
   }).detach();
 }
 
-void Refuse(GatewayState& state, int client, std::string reason) {
+void Refuse(GatewayState& state, UniqueFd client, const ConnectionOrigin& origin,
+            std::string reason) {
+  if (origin.refused) origin.refused();
   // A reset, not a clean close: the workload's connect gets ECONNRESET, not an empty reply.
   linger hard{1, 0};
-  setsockopt(client, SOL_SOCKET, SO_LINGER, &hard, sizeof hard);
-  close(client);
+  setsockopt(client.get(), SOL_SOCKET, SO_LINGER, &hard, sizeof hard);
   EgressEvent event;
   event.kind = "tcp";
+  if (origin.to) {
+    event.address = origin.to->address.ToString();
+    event.port = origin.to->port;
+  }
   event.reason = std::move(reason);
   state.Log(std::move(event));
 }
@@ -100,21 +107,47 @@ void Gateway::Serve() {
     for (int i : {1, 2}) {
       if (!(fds[i].revents & POLLIN)) continue;
       int client = accept4(fds[i].fd, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
-      if (client < 0) continue;
-      if (state_->connections.load() >= state_->spec.max_connections) {
-        Refuse(
-            *state_, client,
-            fmt::format("the cap of {} open connections is reached", state_->spec.max_connections));
-        continue;
+      if (client >= 0) {
+        Admit(UniqueFd(client), ConnectionOrigin{i == 2, std::nullopt, nullptr});
+      } else if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+        // The connection stays queued; waiting a moment keeps the loop from spinning on it.
+        poll(fds, 1, kAcceptBackoffMs);
       }
-      ++state_->connections;
-      Spawn(state_, [s = state_.get(), fd = UniqueFd(client), v6 = i == 2]() mutable {
-        ServeConnection(*s, std::move(fd), v6);
-        --s->connections;
-      });
     }
     if (fds[3].revents & POLLIN) ReceiveQuery();
   }
+}
+
+void Gateway::Admit(UniqueFd client, ConnectionOrigin origin) {
+  if (state_->connections.load() >= state_->spec.max_connections) {
+    return Refuse(
+        *state_, std::move(client), origin,
+        fmt::format("the cap of {} open connections is reached", state_->spec.max_connections));
+  }
+  ++state_->connections;
+  Spawn(state_, [s = state_.get(), fd = std::move(client), o = std::move(origin)]() mutable {
+    ServeConnection(*s, std::move(fd), o);
+    --s->connections;
+  });
+}
+
+void Gateway::Adopt(UniqueFd stream, const SocketAddress& to, std::function<void()> refused) {
+  Admit(std::move(stream), ConnectionOrigin{false, to, std::move(refused)});
+}
+
+void Gateway::Answer(std::vector<uint8_t> query,
+                     std::function<void(std::vector<uint8_t>)> reply) {
+  uint16_t id = 0;
+  if (state_->queries.load() >= kMaxQueriesInFlight) {
+    if (DnsHeaderId(query, id)) reply(DnsErrorReply(id, nullptr, kRcodeServfail));
+    return;
+  }
+  ++state_->queries;
+  Spawn(state_, [s = state_.get(), q = std::move(query), reply = std::move(reply)]() mutable {
+    auto answer = AnswerQuery(*s, q);
+    --s->queries;
+    if (!answer.empty()) reply(std::move(answer));
+  });
 }
 
 void Gateway::ReceiveQuery() {
@@ -125,19 +158,10 @@ void Gateway::ReceiveQuery() {
                        reinterpret_cast<sockaddr*>(&from), &from_size);
   if (n <= 0) return;
   query.resize(static_cast<size_t>(n));
-  uint16_t id = 0;
-  if (state_->queries.load() >= kMaxQueriesInFlight) {
-    if (!DnsHeaderId(query, id)) return;
-    auto reply = DnsErrorReply(id, nullptr, kRcodeServfail);
-    sendto(listeners_.dns.get(), reply.data(), reply.size(), MSG_DONTWAIT,
-           reinterpret_cast<sockaddr*>(&from), from_size);
-    return;
-  }
-  ++state_->queries;
-  Spawn(state_, [s = state_.get(), dns = listeners_.dns.get(), q = std::move(query), from,
-                 from_size]() mutable {
-    ServeQuery(*s, dns, std::move(q), from, from_size);
-    --s->queries;
+  // The listener outlives every query: the destructor waits for the workers before closing it.
+  Answer(std::move(query), [dns = listeners_.dns.get(), from, from_size](std::vector<uint8_t> reply) {
+    sendto(dns, reply.data(), reply.size(), MSG_DONTWAIT | MSG_NOSIGNAL,
+           reinterpret_cast<const sockaddr*>(&from), from_size);
   });
 }
 

@@ -9,6 +9,7 @@
 //   result.egress = (*gateway)->TakeLog();
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <thread>
 #include <vector>
@@ -28,6 +29,7 @@ struct GatewayListeners {
 };
 
 struct GatewayState;
+struct ConnectionOrigin;
 
 class Gateway {
  public:
@@ -38,6 +40,13 @@ class Gateway {
   Gateway(const Gateway&) = delete;
   Gateway& operator=(const Gateway&) = delete;
 
+  // A connection that came another way than the listeners (the vm's egress link), going to
+  // `to`; refused is called, from a gateway thread, before a refused one is closed.
+  void Adopt(UniqueFd stream, const SocketAddress& to, std::function<void()> refused);
+  // A DNS query that came another way; reply is called, from a gateway thread, with the
+  // answer, unless the query was too malformed to answer at all.
+  void Answer(std::vector<uint8_t> query, std::function<void(std::vector<uint8_t>)> reply);
+
   // What was decided since the last call: each query and connection, in order.
   std::vector<EgressEvent> TakeLog();
   // Whether --net-limit was reached since the last call.
@@ -46,6 +55,7 @@ class Gateway {
  private:
   explicit Gateway(std::shared_ptr<GatewayState> state);
   void Serve();
+  void Admit(UniqueFd client, ConnectionOrigin origin);
   void ReceiveQuery();
 
   std::shared_ptr<GatewayState> state_;

@@ -8,7 +8,9 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <mutex>
+#include <optional>
 #include <vector>
 
 #include "name_memory.h"
@@ -43,10 +45,18 @@ struct GatewayState {
   void Log(EgressEvent event);
 };
 
-// One accepted connection, from its first byte to its close (relay.cc).
-void ServeConnection(GatewayState& state, UniqueFd client, bool v6);
-// One query from the sandbox, answered on dns to from (resolver.cc).
-void ServeQuery(GatewayState& state, int dns, std::vector<uint8_t> query, sockaddr_storage from,
-                socklen_t from_size);
+// How a connection reached the gateway: accepted from a redirect's listener, whose original
+// destination conntrack knows, or handed over by the vm's egress link with the destination the
+// guest's agent read there.
+struct ConnectionOrigin {
+  bool v6 = false;                 // accepted on the IPv6 listener
+  std::optional<SocketAddress> to;  // handed over: where it was going
+  std::function<void()> refused;    // handed over: called before a refused one is closed
+};
+
+// One connection, from its first byte to its close (relay.cc).
+void ServeConnection(GatewayState& state, UniqueFd client, const ConnectionOrigin& origin);
+// One query from the sandbox: its reply (empty when there is none to give) (resolver.cc).
+std::vector<uint8_t> AnswerQuery(GatewayState& state, const std::vector<uint8_t>& query);
 
 }  // namespace smolbox::net

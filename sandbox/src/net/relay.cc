@@ -3,8 +3,6 @@
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <fmt/format.h>
-#include <linux/netfilter_ipv4.h>
-#include <linux/netfilter_ipv6/ip6_tables.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
@@ -13,6 +11,7 @@
 #include <cstring>
 #include <optional>
 
+#include "egress_link.h"
 #include "first_bytes.h"
 #include "gateway_state.h"
 
@@ -22,23 +21,6 @@ namespace {
 constexpr int kFirstBytesTimeoutMs = 10000;
 constexpr int kDialTimeoutMs = 10000;
 constexpr size_t kRelayBuffer = 1024 * 1024;
-
-// Where the redirect found the connection going: conntrack's original destination.
-std::optional<SocketAddress> OriginalDestination(int client, bool v6) {
-  if (!v6) {
-    sockaddr_in original{};
-    socklen_t size = sizeof original;
-    if (getsockopt(client, SOL_IP, SO_ORIGINAL_DST, &original, &size) != 0) return std::nullopt;
-    return SocketAddress{IpAddress::V4(ntohl(original.sin_addr.s_addr)), ntohs(original.sin_port)};
-  }
-  sockaddr_in6 original{};
-  socklen_t size = sizeof original;
-  if (getsockopt(client, SOL_IPV6, IP6T_SO_ORIGINAL_DST, &original, &size) != 0)
-    return std::nullopt;
-  std::array<uint8_t, 16> bytes{};
-  std::memcpy(bytes.data(), &original.sin6_addr, 16);
-  return SocketAddress{IpAddress::V6(bytes), ntohs(original.sin6_port)};
-}
 
 std::string Joined(const std::vector<std::string>& names) {
   std::string out;
@@ -218,17 +200,18 @@ std::string Relay(GatewayState& state, int client, int upstream, Direction& out,
 
 }  // namespace
 
-void ServeConnection(GatewayState& state, UniqueFd client, bool v6) {
+void ServeConnection(GatewayState& state, UniqueFd client, const ConnectionOrigin& origin) {
   EgressEvent event;
   event.kind = "tcp";
   auto refuse = [&](std::string reason) {
+    if (origin.refused) origin.refused();
     linger hard{1, 0};
     setsockopt(client.get(), SOL_SOCKET, SO_LINGER, &hard, sizeof hard);
     event.allowed = false;
     event.reason = std::move(reason);
     state.Log(std::move(event));
   };
-  auto to = OriginalDestination(client.get(), v6);
+  auto to = origin.to ? origin.to : egress_link::OriginalDestination(client.get(), origin.v6);
   if (!to)
     return refuse("no original destination: the connection did not come through the redirect");
   std::vector<std::string> names = state.names.NamesFor(to->address);

@@ -111,8 +111,7 @@ std::vector<uint8_t> Decide(GatewayState& state, const DnsQuestion& q, EgressEve
 
 }  // namespace
 
-void ServeQuery(GatewayState& state, int dns, std::vector<uint8_t> query, sockaddr_storage from,
-                socklen_t from_size) {
+std::vector<uint8_t> AnswerQuery(GatewayState& state, const std::vector<uint8_t>& query) {
   EgressEvent event;
   event.kind = "dns";
   std::vector<uint8_t> reply;
@@ -126,11 +125,8 @@ void ServeQuery(GatewayState& state, int dns, std::vector<uint8_t> query, sockad
     event.reason = question.error().ToString();
     if (DnsHeaderId(query, id)) reply = DnsErrorReply(id, nullptr, kRcodeRefused);
   }
-  if (!reply.empty()) {
-    sendto(dns, reply.data(), reply.size(), MSG_DONTWAIT | MSG_NOSIGNAL,
-           reinterpret_cast<sockaddr*>(&from), from_size);
-  }
   state.Log(std::move(event));
+  return reply;
 }
 
 }  // namespace smolbox::net

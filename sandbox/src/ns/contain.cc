@@ -96,8 +96,8 @@ Expected<void> SetHostname() {
 Expected<void> PlumbEgress(const ContainPlan& plan) {
   if (!plan.egress) return {};
   SMOLBOX_ASSIGN_OR_RETURN(auto sockets, confine::MakeEgressSockets());
-  SMOLBOX_TRY(AddDefaultRoutesThroughLoopback(sockets.tcp6.valid()));
-  SMOLBOX_TRY(InstallEgressRedirect(sockets.tcp4_port, sockets.tcp6_port));
+  SMOLBOX_TRY(redirect::AddDefaultRoutesThroughLoopback(sockets.tcp6.valid()));
+  SMOLBOX_TRY(redirect::InstallEgressRedirect(sockets.tcp4_port, sockets.tcp6_port));
   std::vector<int> fds = {sockets.tcp4.get(), sockets.dns.get()};
   if (sockets.tcp6.valid()) fds.push_back(sockets.tcp6.get());
   return shared::SendWithFds(plan.channel_fd, channel::Message{{{"type", "egress"}}, ""}, fds);

@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "cache_files.h"
+#include "egress_link.h"
 #include "program.h"
 #include "state.h"
 #include "unique_fd.h"
@@ -110,6 +111,8 @@ std::vector<std::string> QemuArgv(const Qemu& qemu, const VmConfig& c) {
       "-chardev", fmt::format("socket,id=agent,fd={}", c.channel_fd),
       "-device", "virtio-serial-device",
       "-device", "virtserialport,chardev=agent,name=smolbox.agent",
+      "-chardev", fmt::format("socket,id=egress,fd={}", c.egress_fd),
+      "-device", fmt::format("virtserialport,chardev=egress,name={}", egress_link::kEgressPortName),
   });
   for (const auto& share : c.shares) {
     // The writable storage is mapped-xattr: what the guest makes that is not a regular file or a

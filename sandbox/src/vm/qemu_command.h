@@ -45,6 +45,9 @@ struct VmConfig {
   std::string initramfs;
   std::string rootfs;
   int channel_fd = -1;     // a connected socket: the agent's virtio-serial port
+  // A connected socket: the egress link's port (egress_link.h). Every VM has it, idle without
+  // egress, so that one boot snapshot serves runs with egress and without.
+  int egress_fd = -1;
   std::vector<NinePShare> shares;
   int64_t tsc_khz = 0;     // TCG: the guest skips TSC calibration, which can hang under emulation
   // Boot snapshots (snapshot.h). Neither changes the guest's devices, so a VM saved with a QMP

@@ -23,6 +23,8 @@
 #include "accel.h"
 #include "agent_session.h"
 #include "cgroup.h"
+#include "egress_port.h"
+#include "gateway.h"
 #include "guest_artifacts.h"
 #include "guest_protocol.h"
 #include "jail.h"
@@ -78,13 +80,23 @@ struct Vm {
   std::string console_path;
   UniqueFd console;
   UniqueFd channel;
+  UniqueFd egress_link;  // the host's end of the egress port, until an EgressPort takes it
+  std::optional<net::Uplink> uplink;  // with egress: opened first, so a bad one fails early
+  std::unique_ptr<net::Gateway> gateway;
+  std::unique_ptr<EgressPort> egress_port;
   JailedProcess qemu;
   uid_t host_uid = 0;  // QEMU's, and the storage's owner
   gid_t host_gid = 0;
   uid_t guest_uid = 0;  // the workload's in its user namespace in the guest
   gid_t guest_gid = 0;
 
-  ~Vm() { shared::KillAndReap(qemu.pidfd.get(), qemu.pid); }
+  ~Vm() {
+    // The port's thread hands streams to the gateway, whose threads post back to the port.
+    if (egress_port) egress_port->Stop();
+    gateway.reset();
+    egress_port.reset();
+    shared::KillAndReap(qemu.pidfd.get(), qemu.pid);
+  }
 };
 
 Expected<void> CheckSpec(const SandboxSpec& spec) {
@@ -159,16 +171,21 @@ VmConfig MakeVmConfig(const SandboxSpec& spec, const Vm& vm) {
   return config;
 }
 
-// Starts QEMU on a fresh agent channel; extra_fds are config's qmp_fd and incoming_fd.
+// Starts QEMU on a fresh agent channel and egress port; extra_fds are config's qmp_fd and
+// incoming_fd.
 Expected<void> StartQemu(const Qemu& qemu, VmConfig config, const std::vector<int>& extra_fds, Vm& vm) {
   int pair[2];
   if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) != 0) return std::unexpected(Error::Sys("socketpair"));
   vm.channel.Reset(pair[0]);
   UniqueFd qemu_end(pair[1]);
   config.channel_fd = qemu_end.get();
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) != 0) return std::unexpected(Error::Sys("socketpair"));
+  vm.egress_link.Reset(pair[0]);
+  UniqueFd qemu_egress_end(pair[1]);
+  config.egress_fd = qemu_egress_end.get();
   JailPlan plan;
   plan.keep_fds = {vm.guest.kernel.get(), vm.guest.initramfs.get(), vm.guest.rootfs.get(), qemu_end.get(),
-                   vm.storage->root_fd()};
+                   qemu_egress_end.get(), vm.storage->root_fd()};
   for (const auto& volume : vm.volumes) {
     if (volume.mount->read_only) plan.keep_fds.push_back(volume.fd.get());
   }
@@ -199,6 +216,7 @@ void KillQemu(Vm& vm) {
   vm.qemu.pid = -1;
   vm.qemu.pidfd.Reset();
   vm.channel.Reset();
+  vm.egress_link.Reset();
 }
 
 // The next message from the guest within timeout_ms; QEMU's death or silence is an error that
@@ -224,6 +242,7 @@ GuestSetup MakeGuestSetup(const SandboxSpec& spec, const Vm& vm) {
   setup.pids = spec.limits.pids;
   // Whole CPUs are the vCPUs; a fraction is a quota inside.
   setup.cpus = spec.limits.cpus < VcpusFor(spec) ? spec.limits.cpus : 0;
+  setup.egress = spec.egress.policy.Enabled();
   for (size_t i = 0; i < vm.volumes.size(); ++i) {
     const auto& v = vm.volumes[i];
     setup.volumes.push_back(GuestVolume{v.mount->target, v.mount->read_only,
@@ -362,6 +381,15 @@ Expected<void> BringUp(const SandboxSpec& spec, const Qemu& qemu, Vm& vm, RunRes
   return Boot(qemu, config, place, vm, result);
 }
 
+// The host's side of egress: the gateway, with no listeners of its own, fed by the port.
+Expected<void> StartEgress(const SandboxSpec& spec, Vm& vm) {
+  if (!vm.uplink) return {};
+  SMOLBOX_ASSIGN_OR_RETURN(vm.gateway, net::Gateway::Start(spec.egress, std::move(*vm.uplink), {}));
+  vm.uplink.reset();
+  SMOLBOX_ASSIGN_OR_RETURN(vm.egress_port, EgressPort::Start(std::move(vm.egress_link), *vm.gateway));
+  return {};
+}
+
 Expected<void> SetUpGuest(const SandboxSpec& spec, Vm& vm) {
   SMOLBOX_TRY(channel::WriteMessage(vm.channel.get(), EncodeGuestSetup(MakeGuestSetup(spec, vm))));
   SMOLBOX_ASSIGN_OR_RETURN(auto done, AwaitGuest(vm, kSetupTimeoutMs, "guest setup"));
@@ -370,6 +398,10 @@ Expected<void> SetUpGuest(const SandboxSpec& spec, Vm& vm) {
 
 Expected<void> Prepare(const SandboxSpec& spec, Vm& vm, RunResult& result) {
   SMOLBOX_TRY(CheckSpec(spec));
+  if (spec.egress.policy.Enabled()) {
+    SMOLBOX_ASSIGN_OR_RETURN(auto uplink, net::Uplink::Open(spec.egress.netns, spec.egress.dns_server));
+    vm.uplink.emplace(std::move(uplink));
+  }
   SMOLBOX_ASSIGN_OR_RETURN(auto qemu, FindQemu());
   auto guest = OpenGuestArtifacts(GuestDir());
   SMOLBOX_TRY(guest);
@@ -398,6 +430,7 @@ Expected<void> Prepare(const SandboxSpec& spec, Vm& vm, RunResult& result) {
   SMOLBOX_TRY(shared::FillStorage(spec, vm.volumes, *vm.storage, vm.host_uid, vm.host_gid, result));
   SMOLBOX_TRY(OpenConsole(vm));
   SMOLBOX_TRY(BringUp(spec, qemu, vm, result));
+  SMOLBOX_TRY(StartEgress(spec, vm));
   return SetUpGuest(spec, vm);
 }
 
@@ -425,6 +458,7 @@ shared::AgentSandbox Describe(const Vm& vm) {
   agent.backstop_warning = "timeout: the agent in the guest did not end the run; the host backstop killed the VM";
   agent.storage = &*vm.storage;
   agent.volumes = &vm.volumes;
+  agent.gateway = vm.gateway.get();
   return agent;
 }
 
@@ -442,11 +476,6 @@ class VmBackend final : public Backend {
   std::unique_ptr<Session> Start(const SandboxSpec& spec, RunResult& result) override {
     result.backend = "vm";
     auto start = Clock::now();
-    if (spec.egress.policy.Enabled()) {
-      // Fail closed: the guest's side of the gateway is not built yet, and a sandbox that was
-      // asked for a policy must not run as if it had one.
-      return SetupError(result, Error{"egress", "--net, --allow-host and --allow-cidr are not available on the vm backend yet; use --backend ns", 0}, start);
-    }
     auto accel = ChooseAccel(spec.accel);
     if (!accel) return SetupError(result, accel.error(), start);
     auto vm = std::make_unique<Vm>();

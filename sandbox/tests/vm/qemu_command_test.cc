@@ -24,6 +24,7 @@ VmConfig TcgConfig() {
   c.initramfs = "/proc/self/fd/4";
   c.rootfs = "/proc/self/fd/5";
   c.channel_fd = 6;
+  c.egress_fd = 11;
   c.tsc_khz = 2596136;
   c.shares = {{"storage", "/proc/self/fd/7", false}, {"ro0", "/proc/self/fd/8", true}};
   return c;
@@ -63,14 +64,16 @@ TEST(QemuArgv, confines_qemu_with_its_seccomp_sandbox) {
             std::vector<std::string>{"on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny"});
 }
 
-TEST(QemuArgv, gives_entropy_a_read_only_rootfs_and_the_agent_port) {
+TEST(QemuArgv, gives_entropy_a_read_only_rootfs_the_agent_port_and_the_egress_port) {
   auto argv = QemuArgv(Qemu{"qemu", 7, 2}, TcgConfig());
   auto devices = Values(argv, "-device");
   EXPECT_NE(std::find(devices.begin(), devices.end(), "virtio-rng-device"), devices.end());
   EXPECT_NE(std::find(devices.begin(), devices.end(), "virtserialport,chardev=agent,name=smolbox.agent"), devices.end());
+  // Egress leaves the guest only as a stream on this port, never through a NIC.
+  EXPECT_NE(std::find(devices.begin(), devices.end(), "virtserialport,chardev=egress,name=smolbox.egress"), devices.end());
   EXPECT_EQ(Values(argv, "-drive"),
             std::vector<std::string>{"id=rootfs,file=/proc/self/fd/5,format=raw,if=none,readonly=on"});
-  EXPECT_EQ(Values(argv, "-chardev"), std::vector<std::string>{"socket,id=agent,fd=6"});
+  EXPECT_EQ(Values(argv, "-chardev"), (std::vector<std::string>{"socket,id=agent,fd=6", "socket,id=egress,fd=11"}));
   EXPECT_EQ(Values(argv, "-m"), std::vector<std::string>{"704M"});
   EXPECT_EQ(Values(argv, "-smp"), std::vector<std::string>{"2"});
 }
@@ -102,7 +105,7 @@ TEST(QemuArgv, has_no_monitor_and_loads_no_snapshot_unless_asked) {
   auto argv = QemuArgv(Qemu{"/usr/bin/qemu-system-x86_64", 7, 2}, TcgConfig());
   EXPECT_TRUE(Values(argv, "-mon").empty());
   EXPECT_TRUE(Values(argv, "-incoming").empty());
-  EXPECT_EQ(Values(argv, "-chardev"), (std::vector<std::string>{"socket,id=agent,fd=6"}));
+  EXPECT_EQ(Values(argv, "-chardev"), (std::vector<std::string>{"socket,id=agent,fd=6", "socket,id=egress,fd=11"}));
 }
 
 TEST(QemuArgv, adds_a_qmp_monitor_on_its_socket_and_loads_a_snapshot_from_an_fd) {
@@ -110,7 +113,7 @@ TEST(QemuArgv, adds_a_qmp_monitor_on_its_socket_and_loads_a_snapshot_from_an_fd)
   c.qmp_fd = 9;
   c.incoming_fd = 10;
   auto argv = QemuArgv(Qemu{"/usr/bin/qemu-system-x86_64", 7, 2}, c);
-  EXPECT_EQ(Values(argv, "-chardev"), (std::vector<std::string>{"socket,id=agent,fd=6", "socket,id=qmp,fd=9"}));
+  EXPECT_EQ(Values(argv, "-chardev"), (std::vector<std::string>{"socket,id=agent,fd=6", "socket,id=egress,fd=11", "socket,id=qmp,fd=9"}));
   EXPECT_EQ(Values(argv, "-mon"), (std::vector<std::string>{"chardev=qmp,mode=control"}));
   EXPECT_EQ(Values(argv, "-incoming"), (std::vector<std::string>{"fd:10"}));
   // Saved stopped, but restored running.

@@ -36,6 +36,7 @@ struct Fixture {
     c.initramfs = fmt::format("/proc/self/fd/{}", first_fd + 1);
     c.rootfs = fmt::format("/proc/self/fd/{}", first_fd + 2);
     c.channel_fd = first_fd + 3;
+    c.egress_fd = first_fd + 5;
     c.tsc_khz = 2596136 + first_fd;
     c.shares = {{"storage", fmt::format("/proc/self/fd/{}", first_fd + 4), false}};
     return c;

@@ -11,7 +11,7 @@
 #include <memory>
 #include <vector>
 
-namespace smolbox::ns {
+namespace smolbox::redirect {
 namespace {
 
 // ip route add default dev lo [src SOURCE], and its acknowledgement.
@@ -97,4 +97,4 @@ Expected<void> InstallEgressRedirect(uint16_t tcp4_port, uint16_t tcp6_port) {
   return {};
 }
 
-}  // namespace smolbox::ns
+}  // namespace smolbox::redirect
