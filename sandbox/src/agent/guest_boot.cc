@@ -57,13 +57,14 @@ void AttachConsole() {
   if (fd > 2) close(fd);
 }
 
-// Modules in dependency order, as scripts/build-guest listed them.
-Expected<void> LoadModules() {
-  std::ifstream order(fmt::format("{}/order", kModuleDir));
+}  // namespace
+
+Expected<void> LoadModules(const std::string& dir) {
+  std::ifstream order(fmt::format("{}/order", dir));
   if (!order) return {};  // a kernel with everything built in
   for (std::string name; std::getline(order, name);) {
     if (name.empty()) continue;
-    std::string path = fmt::format("{}/{}", kModuleDir, name);
+    std::string path = fmt::format("{}/{}", dir, name);
     UniqueFd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC));
     if (!fd.valid()) return std::unexpected(Error::Sys("open module " + path));
     if (syscall(SYS_finit_module, fd.get(), "", 0) != 0 && errno != EEXIST) {
@@ -72,6 +73,8 @@ Expected<void> LoadModules() {
   }
   return {};
 }
+
+namespace {
 
 // Polls `found` until it gives a non-empty path or the wait is over.
 std::string WaitFor(std::string (*found)()) {
@@ -197,7 +200,7 @@ bool StartedAsGuestInit(int argc) { return getpid() == 1 && argc <= 1; }
 Expected<UniqueFd> BootGuest() {
   SMOLBOX_TRY(MountKernelFilesystems());
   AttachConsole();
-  SMOLBOX_TRY(LoadModules());
+  SMOLBOX_TRY(LoadModules(kModuleDir));
   if (sethostname(kGuestHostname, strlen(kGuestHostname)) != 0) return std::unexpected(Error::Sys("sethostname"));
   SMOLBOX_TRY(confine::BringUpLoopback());
   auto channel = OpenChannel();

@@ -21,9 +21,13 @@ namespace smolbox::agent {
 // Where the cgroup2 hierarchy is mounted in the agent's view.
 inline constexpr const char* kGuestCgroupRoot = "/sys/fs/cgroup";
 
-// The initramfs's smolbox-egress-setup, its loader and its libraries; the host view keeps them
-// here, read-only.
+// The initramfs's smolbox-egress-setup, its loader and libraries (lib/) and the modules of
+// egress's redirect (modules/); the host view keeps them here, read-only.
 inline constexpr const char* kEgressSetupDir = "/egress";
+
+// Loads the modules dir/order lists, in that order (scripts/build-guest wrote it dependencies
+// first); none when there is no order.
+Expected<void> LoadModules(const std::string& dir);
 
 // /dev/vportNpM of the virtio-serial port named name, or "" when there is none.
 std::string FindVirtioPort(const char* name);

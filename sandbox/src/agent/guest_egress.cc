@@ -144,6 +144,8 @@ void ResetAndClose(int fd) {
 }  // namespace
 
 Expected<void> StartGuestEgress() {
+  // Loaded only now, so that a boot without egress does not pay for them.
+  SMOLBOX_TRY(LoadModules(std::string(kEgressSetupDir) + "/modules"));
   SMOLBOX_ASSIGN_OR_RETURN(auto sockets, confine::MakeEgressSockets());
   for (int fd : {sockets.tcp4.get(), sockets.tcp6.get(), sockets.dns.get()}) {
     if (fd >= 0) fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
