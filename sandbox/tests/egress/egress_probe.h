@@ -10,6 +10,9 @@
 //   hold HOST PORT N                   N connections at once, each sending half a request:
 //                                      how many are still open after a moment
 //   post HOST PORT SIZE                a POST of SIZE bytes: the status, or the errno
+//   listeners                          connects straight to every TCP socket listening on
+//                                      loopback that /proc/net/tcp{,6} shows (the gateway's
+//                                      own, on either backend): how many, and each outcome
 // Steps are separated by "/", e.g. `resolve other.test / connect 192.0.2.20 80`.
 #pragma once
 
@@ -92,6 +95,27 @@ def post(host, port, size):
     c = http.client.HTTPConnection(host, int(port), timeout=10)
     c.request("POST", "/", body=b"x" * int(size), headers={"Host": "x"})
     return str(c.getresponse().status)
+
+def listeners():
+    found = []
+    for path, family, loopback in (("/proc/net/tcp", socket.AF_INET, "0100007F"),
+                                   ("/proc/net/tcp6", socket.AF_INET6, "00000000000000000000000001000000")):
+        try:
+            lines = open(path).read().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            local, state = line.split()[1], line.split()[3]
+            address, port = local.split(":")
+            if state == "0A" and address == loopback:  # LISTEN
+                found.append((family, "127.0.0.1" if family == socket.AF_INET else "::1", int(port, 16)))
+    outcomes = []
+    for family, host, port in found:
+        try:
+            outcomes.append(connect(host, port))
+        except Exception as e:
+            outcomes.append(error(e))
+    return "%d: %s" % (len(found), " ".join(sorted(outcomes)))
 
 steps = " ".join(sys.argv[1:]).split(" / ")
 for step in steps:

@@ -201,6 +201,18 @@ TEST_P(Egress, udp_a_txt_query_and_a_query_straight_to_the_upstream_are_refused)
       << Describe(run);
 }
 
+TEST_P(Egress, a_connection_straight_to_the_gateways_listener_is_refused_as_loopback) {
+  auto run = Probe({"--net"}, "listeners");
+  // The TCP listeners for IPv4 and IPv6; nothing else listens on the sandbox's loopback.
+  EXPECT_EQ(Lines(run), (std::vector<std::string>{"2: ECONNRESET ECONNRESET"})) << Describe(run);
+  int loopback = 0;
+  for (const auto& c : Events(run, "tcp")) {
+    loopback += !c["allowed"].get<bool>() &&
+                c["reason"].get<std::string>().find("loopback") != std::string::npos;
+  }
+  EXPECT_EQ(loopback, 2) << run.result["egress"].dump(2);
+}
+
 TEST_P(Egress, the_connection_cap_holds) {
   auto run =
       Probe({"--allow-cidr", "192.0.2.10/32", "--net-connections", "3"}, "hold 192.0.2.10 80 5");
