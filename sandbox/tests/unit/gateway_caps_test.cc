@@ -76,8 +76,8 @@ struct Replies {
 
 TEST(GatewayCaps, queries_past_32_waiting_on_the_upstream_get_servfail_at_once) {
   SilentUpstream upstream;
+  Replies replies;  // before the gateway: its threads reply until the gateway is gone
   auto gateway = StartGateway(upstream.address);
-  Replies replies;
   for (uint16_t id = 1; id <= 40; ++id) gateway->Answer(Query(id, "api.allowed.test"), replies.Sink());
   // The 32 in flight wait seconds on the silent upstream; the 8 past the cap are answered now.
   ASSERT_TRUE(replies.WaitFor(8));
@@ -88,9 +88,9 @@ TEST(GatewayCaps, queries_past_32_waiting_on_the_upstream_get_servfail_at_once) 
 
 TEST(GatewayCaps, the_log_keeps_ten_thousand_events_and_then_counts_the_rest) {
   SilentUpstream upstream;  // never asked: other.test is not allowed, and NXDOMAIN is local
+  Replies replies;
   auto gateway = StartGateway(upstream.address);
   constexpr size_t kQueries = 10025;
-  Replies replies;
   // One at a time, so that none meets the cap on queries in flight.
   for (size_t i = 0; i < kQueries; ++i) {
     gateway->Answer(Query(static_cast<uint16_t>(i), "other.test"), replies.Sink());
