@@ -10,7 +10,6 @@
 #include <unistd.h>
 
 #include <cstdlib>
-#include <deque>
 #include <map>
 #include <set>
 #include <string>
@@ -94,9 +93,8 @@ void ResetAndClose(int fd) {
 [[noreturn]] void Forward(confine::EgressSockets& sockets, UniqueFd port) {
   rlimit files{kForwarderFiles, kForwarderFiles};
   setrlimit(RLIMIT_NOFILE, &files);
-  // Where each query came from, for its reply, oldest first.
+  // Where each query came from, for its reply; ids only grow, so the first is the oldest.
   std::map<uint32_t, std::pair<sockaddr_storage, socklen_t>> pending;
-  std::deque<uint32_t> order;
   uint32_t next_query = 1;
   int dns = sockets.dns.get();
   egress_link::LinkMux mux(port.get(), {.opened = nullptr, .query = nullptr,
@@ -126,13 +124,9 @@ void ResetAndClose(int fd) {
                          reinterpret_cast<sockaddr*>(&from), &from_size);
     if (n <= 0) return;
     query.resize(static_cast<size_t>(n));
-    if (pending.size() >= kMaxPendingQueries) {
-      pending.erase(order.front());
-      order.pop_front();
-    }
+    if (pending.size() >= kMaxPendingQueries) pending.erase(pending.begin());
     uint32_t id = next_query++;
     pending[id] = {from, from_size};
-    order.push_back(id);
     mux.SendDns("dns", id, std::move(query));
   });
   // The port closes when the VM ends; a broken link ends the forwarder, and with it egress.
