@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdlib>
 
 namespace smolbox::ns {
@@ -36,8 +37,18 @@ Expected<UniqueFd> SealedAgentCopy(const std::string& path) {
     ssize_t n = sendfile(memfd.get(), file.get(), &done, static_cast<size_t>(st.st_size - done));
     if (n <= 0) return std::unexpected(Error::Sys("copy " + path));
   }
-  int seals = F_SEAL_SEAL | F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE;
-  if (fcntl(memfd.get(), F_ADD_SEALS, seals) != 0) return std::unexpected(Error::Sys("seal agent memfd"));
+  // F_SEAL_WRITE fails with EBUSY while any of the memfd's pages holds an extra reference,
+  // which the kernel can leave for a moment after the copy. F_SEAL_FUTURE_WRITE refuses every
+  // later write() and writable mapping just the same, and this memfd has no mapping at all,
+  // so it is an equal seal here; it is the fallback when the full one stays busy.
+  constexpr int kFixed = F_SEAL_SHRINK | F_SEAL_GROW;
+  for (int attempt = 0; attempt < 5; ++attempt) {
+    if (fcntl(memfd.get(), F_ADD_SEALS, kFixed | F_SEAL_WRITE | F_SEAL_SEAL) == 0) return memfd;
+    if (errno != EBUSY) return std::unexpected(Error::Sys("seal agent memfd"));
+    usleep(2000);
+  }
+  if (fcntl(memfd.get(), F_ADD_SEALS, kFixed | F_SEAL_FUTURE_WRITE | F_SEAL_SEAL) != 0)
+    return std::unexpected(Error::Sys("seal agent memfd"));
   return memfd;
 }
 
