@@ -1,15 +1,16 @@
-"""The servers of the test internet (test_internet.h), and the DNS client its tests query with.
+"""The servers of the test internet (conformance/src/battery/test_internet.h), and the DNS
+client its users query with.
 
-Run by the fixture inside a network namespace, one process per namespace:
+Run by TestInternet inside a network namespace, one process per namespace:
 
-  test_internet_servers.py serve --state DIR --http 192.0.2.10:80 --http [2001:db8::10]:80 \
+  servers.py serve --state DIR --http 192.0.2.10:80 --http [2001:db8::10]:80 \
       --tls 192.0.2.10:443 --udp-echo 192.0.2.10:9999 --answer 127.0.0.1:80=host-loopback
 
 It prints "ready" once every socket is bound, then serves until killed. The addresses come from
-the fixture, so that the topology is written down in one place only (test_internet.cc).
+TestInternet, so that the topology is written down in one place only (test_internet.cc).
 
-  test_internet_servers.py query 203.0.113.53 api.allowed.test A   ->  NOERROR 192.0.2.10
-  test_internet_servers.py query 203.0.113.53 nope.test A          ->  NXDOMAIN
+  servers.py query 203.0.113.53 api.allowed.test A   ->  NOERROR 192.0.2.10
+  servers.py query 203.0.113.53 nope.test A          ->  NXDOMAIN
   (from a namespace with no route)                                   ->  error ENETUNREACH, exit 1
 
 Stdlib only: it runs under the distribution's /usr/bin/python3, with no packages of its own.

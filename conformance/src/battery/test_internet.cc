@@ -1,4 +1,4 @@
-#include "test_internet.h"
+#include "battery/test_internet.h"
 
 #include <fcntl.h>
 #include <fmt/format.h>
@@ -8,22 +8,26 @@
 #include <unistd.h>
 
 #include <chrono>
-#include <system_error>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <thread>
 #include <utility>
 
-namespace smolbox::testing {
+#include "launch/subprocess.h"
+
+namespace smolvm_check {
 namespace {
 
 constexpr const char* kPython = "/usr/bin/python3";
 constexpr const char* kDnsmasq = "/usr/sbin/dnsmasq";
-constexpr const char* kServersScript = SMOLBOX_TEST_INTERNET_SERVERS;
 // The internet's end of the veth: the uplink routes everything through it.
 constexpr const char* kInternetEnd = "198.18.0.2";
 constexpr const char* kInternetEnd6 = "2001:db8:ff::2";
 constexpr auto kStartLimit = std::chrono::seconds(10);
 
-// A full path: ip lives in /usr/sbin, which a test's PATH may lack, and RunSmolbox's prefix
-// is run without a PATH lookup.
+// A full path: ip lives in /usr/sbin, which a caller's PATH may lack.
 const std::string& IpPath() {
   static const std::string path = [] {
     for (const char* candidate : {"/usr/sbin/ip", "/sbin/ip", "/usr/bin/ip", "/bin/ip"}) {
@@ -50,28 +54,69 @@ std::vector<std::string> IpIn(const std::string& netns, const std::vector<std::s
 // A missing prerequisite: the skip message says "no test internet: WHY".
 Error Unavailable(std::string why) { return Error{"", std::move(why), 0}; }
 
+// A fixed environment for every program started here: the caller's own (a pyenv PATH, a
+// PYTHONPATH) must not change the servers or the setup.
+CaptureOptions FixedEnvironment() {
+  CaptureOptions options;
+  options.extra_env = {"PATH=/usr/sbin:/usr/bin:/sbin:/bin"};
+  options.only_extra_env = true;
+  return options;
+}
+
 // One setup step: its failure names the command and what the command said.
 Expected<void> Run(const std::vector<std::string>& argv) {
-  ProgramRun run = RunProgram(argv);
+  SMOLBOX_ASSIGN_OR_RETURN(Captured run,
+                           RunCaptured(argv, FixedEnvironment()));
   if (run.exit_code == 0) return {};
   return std::unexpected(Error{fmt::format("{}", fmt::join(argv, " ")),
                                fmt::format("exit {}: {}{}", run.exit_code, run.err, run.out), 0});
 }
 
+std::string Output(const std::vector<std::string>& argv) {
+  auto run = RunCaptured(argv, FixedEnvironment());
+  return run ? run->out : "";
+}
+
+std::string ReadFileOrEmpty(const std::string& path) {
+  std::ifstream in(path);
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+bool Running(pid_t pid) {
+  // The state follows the last ')': the command name before it may hold any character.
+  std::string stat = ReadFileOrEmpty("/proc/" + std::to_string(pid) + "/stat");
+  auto close = stat.rfind(')');
+  return close != std::string::npos && stat.size() > close + 2 && stat[close + 2] != 'Z' &&
+         stat[close + 2] != 'X';
+}
+
+template <typename Condition>
+bool WaitUntil(Condition condition, std::chrono::milliseconds limit) {
+  auto deadline = std::chrono::steady_clock::now() + limit;
+  while (!condition()) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  return true;
+}
+
 Expected<void> CheckPrerequisites() {
   if (geteuid() != 0) return std::unexpected(Unavailable("needs root, for network namespaces"));
   if (IpPath().empty()) return std::unexpected(Unavailable("no ip (iproute2)"));
-  for (const char* file : {kPython, kDnsmasq, kServersScript}) {
-    if (access(file, R_OK) != 0) return std::unexpected(Unavailable(fmt::format("no {}", file)));
+  const std::string script = TestInternetServersScript();
+  for (const std::string& file : {std::string(kPython), std::string(kDnsmasq), script}) {
+    if (access(file.c_str(), R_OK) != 0) return std::unexpected(Unavailable("no " + file));
   }
-  if (!OnPath("openssl")) return std::unexpected(Unavailable("no openssl on PATH"));
+  if (access("/usr/bin/openssl", X_OK) != 0) return std::unexpected(Unavailable("no /usr/bin/openssl"));
   return {};
 }
 
 // Eight hex digits: interface names (sbxi-XXXXXXXX) must stay within 15 characters.
 std::string Suffix() {
-  std::string token = RandomToken();
-  return token.substr(token.size() - 8);
+  std::random_device random;
+  return fmt::format("{:08x}", random());
 }
 
 // Each name resolves to exactly what is written here. local=/#/ answers every other name
@@ -113,7 +158,7 @@ std::vector<std::string> DnsmasqArgv(const std::string& dir) {
 }
 
 std::vector<std::string> InternetServersArgv(const std::string& dir) {
-  std::vector<std::string> argv = {kPython, "-u", kServersScript, "serve", "--state", dir};
+  std::vector<std::string> argv = {kPython, "-u", TestInternetServersScript(), "serve", "--state", dir};
   auto add = [&](const char* kind, const std::string& address, int port) {
     argv.insert(argv.end(), {kind, fmt::format("{}:{}", address, port)});
   };
@@ -130,23 +175,29 @@ std::vector<std::string> InternetServersArgv(const std::string& dir) {
 }
 
 std::vector<std::string> UplinkServersArgv(const std::string& dir) {
-  return {kPython,        "-u",
-          kServersScript, "serve",
-          "--state",      dir,
-          "--answer",     "127.0.0.1:80=host-loopback",
-          "--answer",     "[::1]:80=host-loopback",
-          "--answer",     fmt::format("{}:80=host-address", kUplinkAddress),
-          "--answer",     fmt::format("[{}]:80=host-address", kUplinkAddress6)};
+  return {kPython,
+          "-u",
+          TestInternetServersScript(),
+          "serve",
+          "--state",
+          dir,
+          "--answer",
+          "127.0.0.1:80=host-loopback",
+          "--answer",
+          "[::1]:80=host-loopback",
+          "--answer",
+          fmt::format("{}:80=host-address", kUplinkAddress),
+          "--answer",
+          fmt::format("[{}]:80=host-address", kUplinkAddress6)};
 }
 
-// The servers outlive any one call, so RunProgram, which waits, cannot start them. The child
+// The servers outlive any one call, so RunCaptured, which waits, cannot start them. The child
 // leads a process group of its own, for StopServers to kill all of it.
 Expected<pid_t> Spawn(const std::vector<std::string>& argv, const std::string& log_path) {
   std::vector<char*> args;
   for (const auto& word : argv) args.push_back(const_cast<char*>(word.c_str()));
   args.push_back(nullptr);
-  // A fixed environment: the test's own (a pyenv PATH, a PYTHONPATH) must not change the servers.
-  char path[] = "PATH=/usr/sbin:/usr/bin:/sbin:/bin";
+  char path[] = "PATH=/usr/sbin:/usr/bin:/sbin:/bin";  // as FixedEnvironment(), before the fork
   char* envp[] = {path, nullptr};
   int log = open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
   int null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
@@ -171,24 +222,27 @@ Expected<pid_t> Spawn(const std::vector<std::string>& argv, const std::string& l
 
 // Whether dnsmasq answers from the uplink: which also shows the uplink's route to the internet.
 bool DnsAnswers(const std::vector<std::string>& query) {
-  return RunProgram(query).out == fmt::format("NOERROR {}\n", kAllowedAddress);
+  return Output(query) == fmt::format("NOERROR {}\n", kAllowedAddress);
 }
 
 }  // namespace
 
-TestInternet::TestInternet(std::string suffix) : suffix_(std::move(suffix)), dir_("sbx-inet") {}
+std::string TestInternetServersScript() {
+  return std::string(SMOLVM_CHECK_SOURCE_DIR) + "/conformance/test_internet/servers.py";
+}
+
+TestInternet::TestInternet(std::string suffix, std::string state_dir)
+    : suffix_(std::move(suffix)), state_dir_(std::move(state_dir)) {}
 
 Expected<std::unique_ptr<TestInternet>> TestInternet::Create() {
   SMOLBOX_TRY(CheckPrerequisites());
-  std::unique_ptr<TestInternet> internet;
-  try {
-    internet.reset(new TestInternet(Suffix()));
-  } catch (const std::system_error& e) {
-    return std::unexpected(Unavailable(e.what()));
-  }
+  char dir[] = "/tmp/sbx-inet-XXXXXX";
+  if (!mkdtemp(dir)) return std::unexpected(Error::Sys("mkdtemp /tmp/sbx-inet-XXXXXX"));
+  std::unique_ptr<TestInternet> internet(new TestInternet(Suffix(), dir));
   // A step that fails leaves what the ones before it made to the destructor.
   SMOLBOX_TRY(internet->MakeNamespaces());
   SMOLBOX_TRY(internet->LinkUplinkToInternet());
+  SMOLBOX_TRY(internet->WriteConfiguration());
   SMOLBOX_TRY(internet->MakeCertificate());
   SMOLBOX_TRY(internet->StartServers());
   SMOLBOX_TRY(internet->WaitUntilServing());
@@ -199,8 +253,10 @@ TestInternet::~TestInternet() {
   // The servers first: a namespace is only gone once no process is left in it.
   StopServers();
   for (auto netns = made_netns_.rbegin(); netns != made_netns_.rend(); ++netns) {
-    RunProgram({IpPath(), "netns", "del", *netns});
+    (void)Run({IpPath(), "netns", "del", *netns});
   }
+  std::error_code ignored;
+  std::filesystem::remove_all(state_dir_, ignored);
 }
 
 Expected<void> TestInternet::MakeNamespaces() {
@@ -238,10 +294,21 @@ Expected<void> TestInternet::LinkUplinkToInternet() {
   return Run(IpIn(uplink_netns(), {"-6", "route", "add", "default", "via", kInternetEnd6}));
 }
 
+Expected<void> TestInternet::WriteConfiguration() const {
+  for (const auto& [name, text] :
+       {std::pair<std::string, std::string>{"dnsmasq.conf", DnsmasqConfig()},
+        {"resolv.conf", fmt::format("nameserver {}\n", kDnsAddress)}}) {
+    std::ofstream out(state_dir_ + "/" + name);
+    out << text;
+    if (!out.flush()) return std::unexpected(Error::Sys("write " + state_dir_ + "/" + name));
+  }
+  return {};
+}
+
 Expected<void> TestInternet::MakeCertificate() const {
   // The names and addresses in it let a test verify against cert_path() if it wants to.
   return Run(
-      {"openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
+      {"/usr/bin/openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
        "-nodes", "-days", "1", "-subj", "/CN=test", "-addext",
        fmt::format("subjectAltName=DNS:*.allowed.test,DNS:deep.sub.allowed.test,DNS:other.test,"
                    "DNS:shared.test,IP:{},IP:{},IP:{}",
@@ -250,7 +317,6 @@ Expected<void> TestInternet::MakeCertificate() const {
 }
 
 Expected<void> TestInternet::StartServers() {
-  dir_.Write("dnsmasq.conf", DnsmasqConfig());
   SMOLBOX_TRY(Start("dnsmasq", InNetns(internet_netns(), DnsmasqArgv(state_dir()))));
   SMOLBOX_TRY(Start("internet", InNetns(internet_netns(), InternetServersArgv(state_dir()))));
   return Start("uplink", InUplink(UplinkServersArgv(state_dir())));
@@ -263,7 +329,7 @@ Expected<void> TestInternet::Start(const std::string& name, const std::vector<st
 }
 
 Expected<void> TestInternet::WaitUntilServing() const {
-  const auto query = InUplink({kPython, "-I", kServersScript, "query", kDnsAddress,
+  const auto query = InUplink({kPython, "-I", TestInternetServersScript(), "query", kDnsAddress,
                                "api.allowed.test", "A", "--timeout", "0.5"});
   for (const Server& server : servers_) {
     const std::string log = fmt::format("{}/{}.log", state_dir(), server.name);
@@ -301,15 +367,6 @@ std::vector<std::string> TestInternet::InUplink(const std::vector<std::string>& 
   return InNetns(uplink_netns(), argv);
 }
 
-Invocation TestInternet::RunSmolbox(const std::vector<std::string>& args,
-                                    const std::vector<std::string>& env) const {
-  // nsenter, not ip netns exec: it changes only the network namespace, where ip netns exec also
-  // remounts /sys and so hides the cgroup hierarchies that smolbox's limits need. It execs
-  // smolbox in place, so the exit code and peak RSS are smolbox's own.
-  return smolbox::testing::RunSmolbox(
-      args, env, 0, {"/usr/bin/nsenter", "--net=/run/netns/" + client_netns(), "--"});
-}
-
 std::string TestInternet::ServerLog() const {
   std::string text;
   for (const Server& server : servers_) {
@@ -319,22 +376,4 @@ std::string TestInternet::ServerLog() const {
   return text;
 }
 
-void TestInternetTest::SetUpTestSuite() {
-  auto made = TestInternet::Create();
-  if (made) {
-    internet_ = std::move(*made);
-  } else {
-    unavailable_ = made.error().ToString();
-  }
-}
-
-void TestInternetTest::TearDownTestSuite() {
-  internet_.reset();
-  unavailable_.clear();
-}
-
-void TestInternetTest::SetUp() {
-  if (!internet_) GTEST_SKIP() << "no test internet: " << unavailable_;
-}
-
-}  // namespace smolbox::testing
+}  // namespace smolvm_check

@@ -63,7 +63,7 @@ class Egress : public TestInternetTest, public ::testing::WithParamInterface<std
     args.insert(args.end(), options.begin(), options.end());
     for (const std::string& a : std::vector<std::string>{"--", kPython, "-c", kEgressProbe, steps})
       args.push_back(a);
-    return internet().RunSmolbox(args);
+    return RunSmolboxInClient(args);
   }
 };
 
@@ -251,7 +251,7 @@ TEST_P(Egress, bad_egress_input_is_refused_naming_the_flag) {
     for (const std::string& flag : Backend()) args.push_back(flag);
     args.insert(args.end(), flags.begin(), flags.end());
     args.insert(args.end(), {"--", "/bin/true"});
-    auto run = internet().RunSmolbox(args);
+    auto run = RunSmolboxInClient(args);
     EXPECT_EQ(run.exit_code, 125) << flags[0] << " " << flags[1];
     EXPECT_NE(run.err.find(named), std::string::npos) << flags[1] << ": " << run.err;
   }
@@ -265,15 +265,15 @@ TEST_P(Egress, a_persistent_sandbox_keeps_its_policy_and_each_exec_lists_its_own
        {std::string("--allow-host"), std::string("api.allowed.test"), std::string("--egress-netns"),
         internet().uplink_netns_path(), std::string("--dns-server"), internet().dns_server()})
     create.push_back(flag);
-  auto created = internet().RunSmolbox(create);
+  auto created = RunSmolboxInClient(create);
   ASSERT_EQ(created.exit_code, 0) << created.err;
   auto exec = [&](const std::string& steps) {
-    return internet().RunSmolbox(
+    return RunSmolboxInClient(
         {"exec", "--json", name, "--", kPython, "-c", kEgressProbe, steps});
   };
   auto first = exec("fetch api.allowed.test 80 api.allowed.test");
   auto second = exec("resolve other.test / connect 192.0.2.20 80");
-  internet().RunSmolbox({"rm", "-f", name});
+  RunSmolboxInClient({"rm", "-f", name});
   EXPECT_EQ(Lines(first), (std::vector<std::string>{"200 server=192.0.2.10 host=api.allowed.test"}))
       << Describe(first);
   EXPECT_EQ(Lines(second), (std::vector<std::string>{"gaierror -2", "ECONNRESET"}))

@@ -44,16 +44,15 @@ except OSError as e:
     print(errno.errorcode.get(e.errno, e))
 )py";
 
-std::string Fetch(const smolbox::testing::TestInternet& net, const std::vector<std::string>& args) {
+std::string Fetch(const smolvm_check::TestInternet& net, const std::vector<std::string>& args) {
   std::vector<std::string> argv = {kPython, "-I", "-c", kFetch};
   argv.insert(argv.end(), args.begin(), args.end());
   ProgramRun run = RunProgram(net.InUplink(argv));
   return run.out + run.err;
 }
 
-std::string Query(const smolbox::testing::TestInternet& net,
-                  const std::vector<std::string>& question) {
-  std::vector<std::string> argv = {kPython, "-I", SMOLBOX_TEST_INTERNET_SERVERS, "query",
+std::string Query(const smolvm_check::TestInternet& net, const std::vector<std::string>& question) {
+  std::vector<std::string> argv = {kPython, "-I", smolvm_check::TestInternetServersScript(), "query",
                                    kDnsAddress};
   argv.insert(argv.end(), question.begin(), question.end());
   ProgramRun run = RunProgram(net.InUplink(argv));
@@ -159,7 +158,7 @@ TEST_F(TestInternet, the_client_namespace_reaches_nothing) {
         RunProgram(internet().InClient({kPython, "-I", "-c", kConnect, address, "80"}));
     EXPECT_EQ(run.out, "ENETUNREACH\n") << address << " " << run.err;
   }
-  ProgramRun dns = RunProgram(internet().InClient({kPython, "-I", SMOLBOX_TEST_INTERNET_SERVERS,
+  ProgramRun dns = RunProgram(internet().InClient({kPython, "-I", smolvm_check::TestInternetServersScript(),
                                                    "query", kDnsAddress, "api.allowed.test", "A"}));
   EXPECT_EQ(dns.err, "error ENETUNREACH\n");
 }
@@ -181,13 +180,13 @@ TEST_F(TestInternet, the_hosts_namespace_routes_no_test_address_through_the_fixt
 }
 
 TEST_F(TestInternet, run_smolbox_runs_the_built_binary_through_the_client_namespace) {
-  Invocation run = internet().RunSmolbox({"--version"});
+  Invocation run = RunSmolboxInClient({"--version"});
   EXPECT_EQ(run.exit_code, 0) << run.err;
   EXPECT_EQ(run.out.rfind("smolbox ", 0), 0u) << run.out << run.err;
 }
 
 TEST_F(TestInternet, destroying_it_leaves_no_namespace_process_or_file) {
-  auto made = smolbox::testing::TestInternet::Create();
+  auto made = smolvm_check::TestInternet::Create();
   ASSERT_TRUE(made) << ErrorOf(made);
   const std::vector<std::string> names = {(*made)->internet_netns(), (*made)->uplink_netns(),
                                           (*made)->client_netns()};
