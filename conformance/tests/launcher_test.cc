@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -213,6 +214,31 @@ TEST(SafetyNet, reports_the_step_that_failed_before_exec) {
   launch.argv[0] = "/no/such/program";
   o = LaunchInSafetyNet(launch);
   EXPECT_EQ(o.error, "launch: execve /no/such/program: No such file or directory");
+}
+
+// The battery's egress cases: the launch in the test internet's uplink, with its resolver.
+TEST(SafetyNet, joins_a_network_namespace_with_its_own_resolv_conf) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root, for a network namespace";
+  const std::string netns = "smvc-launch-" + std::to_string(getpid());
+  ASSERT_EQ(smolbox::testing::RunProgram({"ip", "netns", "add", netns}).exit_code, 0);
+  TempDir dir("launch-netns");
+  const std::string resolv = dir.Write("resolv.conf", "nameserver 203.0.113.53\n");
+  const std::string host_resolv = ReadFileOrEmpty("/etc/resolv.conf");
+  Launch launch = Shell("stat -L -c %i /proc/self/ns/net; cat /etc/resolv.conf");
+  launch.netns_path = "/run/netns/" + netns;
+  launch.resolv_conf = resolv;
+  Observation o = LaunchInSafetyNet(launch);
+  struct stat st {};
+  ASSERT_EQ(stat(launch.netns_path.c_str(), &st), 0);
+  EXPECT_EQ(o.error, "");
+  EXPECT_EQ(o.stdout_data, std::to_string(st.st_ino) + "\nnameserver 203.0.113.53\n") << o.stderr_data;
+  // The bind stayed in the launch's own mount namespace.
+  EXPECT_EQ(ReadFileOrEmpty("/etc/resolv.conf"), host_resolv);
+  EXPECT_EQ(ReadFileOrEmpty("/proc/self/mountinfo").find(" /etc/resolv.conf "), std::string::npos);
+  smolbox::testing::RunProgram({"ip", "netns", "del", netns});
+  launch.netns_path = "/run/netns/" + netns;
+  o = LaunchInSafetyNet(launch);
+  EXPECT_EQ(o.error, "launch: open /run/netns/" + netns + ": No such file or directory");
 }
 
 TEST(SafetyNet, refuses_a_launch_without_a_bound) {

@@ -32,6 +32,11 @@ struct Launch {
   std::string cwd;
   int64_t kill_after_ms = 0;  // the hard bound
   size_t capture_bytes = 0;   // per stream; more is read and dropped
+  // A network namespace to launch in (a path such as /run/netns/NAME), and the file that the
+  // launch then sees as /etc/resolv.conf, in a mount namespace of its own: the battery's egress
+  // cases put the whole sandbox under test on the test internet's uplink. Empty: the caller's.
+  std::string netns_path;
+  std::string resolv_conf;
 };
 
 struct Observation {

@@ -2,7 +2,9 @@
 
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <sched.h>
 #include <signal.h>
+#include <sys/mount.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -23,7 +25,19 @@ using smolbox::UniqueFd;
 // The child, between fork and exec. The runner has threads, so only async-signal-safe calls and
 // no allocation: everything it needs is prepared by the parent.
 
-enum class Step : int { kSetsid, kSignals, kRlimit, kDup2, kCloseRange, kFcntl, kChdir, kExecve };
+enum class Step : int {
+  kSetsid,
+  kSignals,
+  kRlimit,
+  kSetns,
+  kMountNamespace,
+  kResolvConf,
+  kDup2,
+  kCloseRange,
+  kFcntl,
+  kChdir,
+  kExecve
+};
 
 const char* StepName(Step step) {
   switch (step) {
@@ -33,6 +47,12 @@ const char* StepName(Step step) {
       return "reset signals";
     case Step::kRlimit:
       return "setrlimit RLIMIT_CORE";
+    case Step::kSetns:
+      return "setns into the launch's network namespace";
+    case Step::kMountNamespace:
+      return "a private mount namespace";
+    case Step::kResolvConf:
+      return "bind the launch's resolv.conf over /etc/resolv.conf";
     case Step::kDup2:
       return "dup2 stdio";
     case Step::kCloseRange:
@@ -57,6 +77,8 @@ struct ChildPlan {
   char* const* argv;
   char* const* envp;
   const char* cwd;  // nullptr: stay
+  int netns_fd;            // -1: stay
+  const char* resolv_conf;  // nullptr: the host's
   int stdio[3];
   int sync_fd;
   int report_fd;
@@ -106,6 +128,14 @@ bool ResetSignals() {
   if (!ResetSignals()) Fail(p, Step::kSignals);
   const rlimit no_core{0, 0};
   if (setrlimit(RLIMIT_CORE, &no_core) != 0) Fail(p, Step::kRlimit);
+  if (p.netns_fd >= 0 && setns(p.netns_fd, CLONE_NEWNET) != 0) Fail(p, Step::kSetns);
+  if (p.resolv_conf != nullptr) {
+    // Private first, so that the bind never propagates back to the host's /etc.
+    if (unshare(CLONE_NEWNS) != 0 || mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0)
+      Fail(p, Step::kMountNamespace);
+    if (mount(p.resolv_conf, "/etc/resolv.conf", nullptr, MS_BIND, nullptr) != 0)
+      Fail(p, Step::kResolvConf);
+  }
   for (int i = 0; i < 3; ++i) {
     if (dup2(p.stdio[i], i) < 0) Fail(p, Step::kDup2);
   }
@@ -212,6 +242,11 @@ Expected<std::string> ResolveProgram(const std::string& name, const std::vector<
 Expected<SpawnedChild> Spawn(const Launch& launch, const std::string& path,
                              const std::function<Expected<void>(pid_t)>& hold) {
   SMOLBOX_ASSIGN_OR_RETURN(Pipes pipes, MakePipes());
+  UniqueFd netns;
+  if (!launch.netns_path.empty()) {
+    netns.Reset(open(launch.netns_path.c_str(), O_RDONLY | O_CLOEXEC));
+    if (!netns.valid()) return std::unexpected(Error::Sys("launch: open " + launch.netns_path));
+  }
   std::vector<char*> argv = CStrings(launch.argv), envp = CStrings(launch.env);
   std::vector<int> keep = KeptFds(launch, pipes[kReport].second.get());
   ChildPlan plan{
@@ -219,6 +254,8 @@ Expected<SpawnedChild> Spawn(const Launch& launch, const std::string& path,
       argv.data(),
       envp.data(),
       launch.cwd.empty() ? nullptr : launch.cwd.c_str(),
+      netns.valid() ? netns.get() : -1,
+      launch.resolv_conf.empty() ? nullptr : launch.resolv_conf.c_str(),
       {pipes[kStdin].first.get(), pipes[kStdout].second.get(), pipes[kStderr].second.get()},
       pipes[kSync].first.get(),
       pipes[kReport].second.get(),
