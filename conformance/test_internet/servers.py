@@ -98,6 +98,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
 
 class Server(http.server.ThreadingHTTPServer):
     daemon_threads = True
+    # The egress battery opens a hundred connections at once: none may wait on a full backlog.
+    request_queue_size = 128
     allow_reuse_address = True
     fixed_body = None
 

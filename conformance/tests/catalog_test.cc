@@ -260,7 +260,7 @@ TEST(LoadCatalog, rejects_an_unknown_category_kind_or_lang) {
   EXPECT_EQ(ErrorFor(With(MinimalCase(), "/category"_json_pointer, "gpu")),
             "catalog: case \"cpu.loop.python\": category: unknown category \"gpu\" (expected one "
             "of cpu, memory, pids, disk, output, network, filesystem, privilege, info, signals, "
-            "time, functional)");
+            "time, functional, egress)");
   EXPECT_EQ(ErrorFor(With(MinimalCase(), "/kind"_json_pointer, "hostile")),
             "catalog: case \"cpu.loop.python\": kind: unknown kind \"hostile\" (expected one of "
             "adversarial, functional)");
@@ -423,6 +423,54 @@ TEST(LoadCatalog, rejects_an_arg_naming_a_mount_the_case_does_not_have) {
 TEST(LoadCatalog, rejects_an_env_name_that_is_not_a_variable) {
   EXPECT_EQ(ErrorFor(With(MinimalCase(), "/env"_json_pointer, {{"A=B", "c"}})),
             "catalog: case \"cpu.loop.python\": env: \"A=B\" is not a variable name");
+}
+
+json EgressCase(json egress) {
+  json c = MinimalCase();
+  c["id"] = "egress.loop.python";
+  c["category"] = "egress";
+  c["egress"] = std::move(egress);
+  return c;
+}
+
+TEST(LoadCatalog, reads_an_egress_cases_policy) {
+  CatalogDir dir;
+  json c = EgressCase({{"net", true}, {"allow_host", {"api.allowed.test:80", "*.allowed.test"}},
+                       {"allow_cidr", {"192.0.2.10/32"}}});
+  auto catalog = LoadCatalog(dir.WriteCases(json::array({c})));
+  ASSERT_TRUE(catalog) << catalog.error().ToString();
+  const auto& egress = catalog->cases.at(0).egress;
+  ASSERT_TRUE(egress.has_value());
+  EXPECT_TRUE(egress->net);
+  EXPECT_EQ(egress->allow_host, (std::vector<std::string>{"api.allowed.test:80", "*.allowed.test"}));
+  EXPECT_EQ(egress->allow_cidr, (std::vector<std::string>{"192.0.2.10/32"}));
+  catalog = LoadCatalog(dir.WriteCases(json::array({MinimalCase()})));
+  ASSERT_TRUE(catalog) << catalog.error().ToString();
+  EXPECT_FALSE(catalog->cases.at(0).egress.has_value());
+}
+
+TEST(LoadCatalog, an_egress_policy_belongs_to_egress_cases_and_each_of_them_needs_one) {
+  const std::string named = "catalog: case \"egress.loop.python\": ";
+  json c = EgressCase({{"net", true}});
+  c.erase("egress");
+  EXPECT_EQ(ErrorFor(c), named + "egress: is required in category egress");
+  EXPECT_EQ(ErrorFor(With(MinimalCase(), "/egress"_json_pointer, {{"net", true}})),
+            "catalog: case \"cpu.loop.python\": egress: belongs to category egress only");
+  EXPECT_EQ(ErrorFor(EgressCase(json::object())),
+            named + "egress: needs net, allow_host or allow_cidr: a case without a policy has no network");
+  EXPECT_EQ(ErrorFor(EgressCase({{"net", false}, {"allow_host", json::array()}})),
+            named + "egress: needs net, allow_host or allow_cidr: a case without a policy has no network");
+}
+
+TEST(LoadCatalog, rejects_a_bad_egress_policy_naming_the_field) {
+  const std::string named = "catalog: case \"egress.loop.python\": ";
+  EXPECT_EQ(ErrorFor(EgressCase({{"allow_hosts", {"a.test"}}})), named + "egress: unknown field \"allow_hosts\"");
+  EXPECT_EQ(ErrorFor(EgressCase({{"net", "yes"}})), named + "egress.net: must be true or false");
+  EXPECT_EQ(ErrorFor(EgressCase({{"allow_host", "a.test"}})), named + "egress.allow_host: must be an array of strings");
+  EXPECT_EQ(ErrorFor(EgressCase({{"allow_host", {"a.test", "b.test --net"}}})),
+            named + "egress.allow_host[1]: must be a name or range without spaces");
+  EXPECT_EQ(ErrorFor(EgressCase({{"allow_cidr", {""}}})),
+            named + "egress.allow_cidr[0]: must be a name or range without spaces");
 }
 
 // ---------------------------------------------------------------------------

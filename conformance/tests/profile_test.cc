@@ -394,6 +394,35 @@ TEST(ParseProfile, names_a_bad_user_template) {
   EXPECT_EQ(ParseError(p), "<parsed>");
 }
 
+TEST(ParseProfile, reads_an_egress_template_and_names_what_is_wrong_with_one) {
+  json p = GoodProfile();
+  p["command"] = {"sbx", "{limits...}", "{mounts...}", "{env...}", "{egress...}", "--", "{argv...}"};
+  p["egress"] = {{"net", {"--net"}}, {"allow_host", {"--allow-host", "{host}"}}, {"allow_cidr", {"--allow-cidr={cidr}"}}};
+  auto parsed = ParseProfile(p.dump(), "test.json");
+  ASSERT_TRUE(parsed) << parsed.error().ToString();
+  ASSERT_TRUE(parsed->egress.has_value());
+  EXPECT_EQ(parsed->egress->allow_cidr, (Words{"--allow-cidr={cidr}"}));
+  json broken = p;
+  broken["egress"].erase("allow_cidr");
+  EXPECT_EQ(ParseError(broken), "profile x: egress.allow_cidr: is required (an empty list says nothing is needed)");
+  broken = p;
+  broken["egress"]["allow_host"] = {"--allow-host", "{cidr}"};
+  EXPECT_EQ(ParseError(broken), "profile x: egress.allow_host[1]: unknown placeholder {cidr}");
+  broken = p;
+  broken["egress"]["via"] = json::array();
+  EXPECT_EQ(ParseError(broken), "profile x: egress: unknown field \"via\"");
+  broken = p;
+  broken["command"] = GoodProfile()["command"];
+  EXPECT_EQ(ParseError(broken), "profile x: egress: is set but command has no {egress...}");
+  broken = GoodProfile();
+  broken["command"] = p["command"];
+  EXPECT_EQ(ParseError(broken), "profile x: command: uses {egress...} without \"egress\"");
+  // null's: nothing to say, and no {egress...} to say it at.
+  broken = GoodProfile();
+  broken["egress"] = {{"net", json::array()}, {"allow_host", json::array()}, {"allow_cidr", json::array()}};
+  EXPECT_EQ(ParseError(broken), "<parsed>");
+}
+
 TEST(ParseProfile, requires_mounts_and_env_unless_paths_are_the_hosts) {
   json p = GoodProfile();
   p.erase("mount");
@@ -477,6 +506,54 @@ TEST(RenderCommand, runs_smolbox_vm_tcg_as_the_vm_backend_on_emulation) {
   ASSERT_TRUE(profile) << profile.error().ToString();
   EXPECT_EQ(profile->name, "smolbox:vm-tcg");
   EXPECT_TRUE(Line(*profile).starts_with("/bin/true run --json --backend vm --accel tcg ")) << Line(*profile);
+}
+
+Case EgressCase() {
+  Case c = CsvCase();
+  c.stdin_data.reset();
+  c.mounts.clear();
+  c.env.clear();
+  c.args.clear();
+  c.limits.clear();
+  c.category = "egress";
+  c.egress = CaseEgress{true, {"api.allowed.test:80", "*.allowed.test"}, {"192.0.2.10/32"}};
+  return c;
+}
+
+TEST(RenderCommand, renders_an_egress_policy_as_smolbox_flags) {
+  ScopedEnv smolbox("SMOLBOX", "/bin/true");
+  auto profile = LoadProfile("smolbox:ns", kProfiles);
+  ASSERT_TRUE(profile) << profile.error().ToString();
+  EXPECT_EQ(Line(*profile, EgressCase()),
+            "/bin/true run --json --backend ns --accel auto -v /cat:/payload:ro"
+            " --net --allow-host api.allowed.test:80 --allow-host *.allowed.test"
+            " --allow-cidr 192.0.2.10/32 -w /work -- /usr/bin/python3 -u /payload/python/csv.py MARK");
+  EXPECT_EQ(CannotExpressEgress(*profile, EgressCase()), std::nullopt);
+  // A case without a policy gets no egress flag: no network.
+  EXPECT_EQ(Line(*profile).find("--net"), std::string::npos);
+  EXPECT_EQ(Line(*profile).find("--allow"), std::string::npos);
+}
+
+TEST(RenderCommand, skips_egress_where_a_profile_cannot_express_it_and_runs_it_open_on_null) {
+  auto null = LoadProfile("null", kProfiles);
+  ASSERT_TRUE(null) << null.error().ToString();
+  EXPECT_EQ(CannotExpressEgress(*null, EgressCase()), std::nullopt);
+  EXPECT_EQ(Render(*null, EgressCase()), (Words{"/usr/bin/python3", "-u", "/cat/python/csv.py", "MARK"}));
+  json p = GoodProfile();
+  auto bare = ParseProfile(p.dump(), "test.json");
+  ASSERT_TRUE(bare) << bare.error().ToString();
+  EXPECT_EQ(CannotExpressEgress(*bare, EgressCase()),
+            "profile x cannot express an egress policy (it has no \"egress\" field)");
+  EXPECT_EQ(CannotExpressEgress(*bare, CsvCase()), std::nullopt);
+  p["command"] = {"sbx", "{limits...}", "{mounts...}", "{env...}", "{egress...}", "--", "{argv...}"};
+  p["egress"] = {{"net", {"--net"}}, {"allow_host", {"--allow-host", "{host}"}}, {"allow_cidr", json::array()}};
+  auto partial = ParseProfile(p.dump(), "test.json");
+  ASSERT_TRUE(partial) << partial.error().ToString();
+  EXPECT_EQ(CannotExpressEgress(*partial, EgressCase()),
+            "profile x cannot express egress.allow_cidr (its \"egress\" field has no words for it)");
+  Case names_only = EgressCase();
+  names_only.egress->allow_cidr.clear();
+  EXPECT_EQ(CannotExpressEgress(*partial, names_only), std::nullopt);
 }
 
 TEST(RenderCommand, renders_a_case_for_null_on_host_paths) {

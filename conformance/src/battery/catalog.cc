@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <filesystem>
 #include <regex>
@@ -402,6 +403,45 @@ Expected<void> ParseInputs(const json& v, Case& c) {
   return {};
 }
 
+// A policy word goes into the sandbox's argv as one word: it may not be empty or hold a space.
+Expected<std::vector<std::string>> GetPolicyWords(const json& v, const std::string& path) {
+  SMOLBOX_ASSIGN_OR_RETURN(auto words, GetStringArray(v, path));
+  for (size_t i = 0; i < words.size(); ++i) {
+    bool plain = !words[i].empty() && std::none_of(words[i].begin(), words[i].end(), [](char ch) {
+      return std::isspace(static_cast<unsigned char>(ch)) || std::iscntrl(static_cast<unsigned char>(ch));
+    });
+    if (!plain) return Fail(IndexPath(path, i), "must be a name or range without spaces");
+  }
+  return words;
+}
+
+Expected<void> ParseEgress(const json& v, Case& c) {
+  SMOLBOX_TRY(CheckKeys(v, "egress", {"net", "allow_host", "allow_cidr"}));
+  CaseEgress egress;
+  if (v.contains("net")) {
+    SMOLBOX_ASSIGN_OR_RETURN(bool net, GetBool(v["net"], "egress.net"));
+    egress.net = net;
+  }
+  for (auto [key, out] : {std::pair{"allow_host", &egress.allow_host},
+                          std::pair{"allow_cidr", &egress.allow_cidr}}) {
+    if (!v.contains(key)) continue;
+    SMOLBOX_ASSIGN_OR_RETURN(auto words, GetPolicyWords(v[key], FieldPath("egress", key)));
+    *out = std::move(words);
+  }
+  if (!egress.net && egress.allow_host.empty() && egress.allow_cidr.empty()) {
+    return Fail("egress", "needs net, allow_host or allow_cidr: a case without a policy has no network");
+  }
+  c.egress = std::move(egress);
+  return {};
+}
+
+// An egress case, and only one, says what policy it runs under.
+Expected<void> CheckEgress(const Case& c) {
+  if (c.category == "egress" && !c.egress) return Fail("egress", "is required in category egress");
+  if (c.category != "egress" && c.egress) return Fail("egress", "belongs to category egress only");
+  return {};
+}
+
 // Everything but the id, which the caller needs first to name the case in errors.
 Expected<void> ParseCaseBody(const json& v, const std::string& directory, Case& c) {
   SMOLBOX_TRY(Require(v, "", {"category", "kind", "lang", "payload"}));
@@ -414,7 +454,10 @@ Expected<void> ParseCaseBody(const json& v, const std::string& directory, Case& 
   if (v.contains("oracles")) {
     SMOLBOX_TRY(ParseOracles(v["oracles"], c.oracles));
   }
-  for (auto check : {CheckOutputs, CheckArgs, CheckFunctional}) {
+  if (v.contains("egress")) {
+    SMOLBOX_TRY(ParseEgress(v["egress"], c));
+  }
+  for (auto check : {CheckOutputs, CheckArgs, CheckFunctional, CheckEgress}) {
     SMOLBOX_TRY(check(c));
   }
   return ResolvePayload(directory, c);
@@ -437,7 +480,8 @@ Expected<Case> ParseCase(const json& v, size_t index, const std::string& directo
   std::string prefix = fmt::format("catalog: case {:?}", *id);
   if (auto ok = CheckKeys(v, "",
                           {"id", "category", "kind", "lang", "payload", "user", "args", "stdin",
-                           "env", "limits", "mounts", "expect", "oracles", "description"});
+                           "env", "limits", "mounts", "expect", "oracles", "description",
+                           "egress"});
       !ok) {
     return std::unexpected(Within(prefix, ok.error()));
   }

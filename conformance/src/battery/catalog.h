@@ -31,6 +31,10 @@
 //       "outputs": {"out/result.json": "exact text"}           files the run must leave
 //     },
 //     "oracles": ["canaries", "leftovers", "writes", "sigurg", "tty"]   default: the first three
+//     "egress": {"net": true,                    category egress only, and required there: the
+//                "allow_host": ["api.allowed.test:80"],  policy the sandbox is given (open
+//                "allow_cidr": ["192.0.2.10/32"]}        egress, names, ranges); the case runs
+//                                                on the test internet (test_internet.h)
 //   }]}
 #pragma once
 
@@ -49,7 +53,7 @@ using smolbox::Expected;
 
 inline const std::vector<std::string> kCategories = {
     "cpu", "memory", "pids", "disk", "output", "network", "filesystem",
-    "privilege", "info", "signals", "time", "functional"};
+    "privilege", "info", "signals", "time", "functional", "egress"};
 
 // Who the workload is inside the sandbox: the sandbox's own unprivileged user, or its root.
 inline const std::vector<std::string> kCaseUsers = {"sandbox", "root"};
@@ -87,6 +91,14 @@ struct Expect {
   std::map<std::string, std::string> outputs;
 };
 
+// The egress policy a case runs under, in the words of smolbox's flags: --net, --allow-host
+// NAME[:PORT], --allow-cidr CIDR[:PORT]. At least one is set.
+struct CaseEgress {
+  bool net = false;
+  std::vector<std::string> allow_host;
+  std::vector<std::string> allow_cidr;
+};
+
 struct Case {
   std::string id;
   std::string category;
@@ -102,6 +114,7 @@ struct Case {
   Expect expect;
   std::vector<std::string> oracles;
   std::string description;  // optional "description": what the case tries, for humans
+  std::optional<CaseEgress> egress;
 
   std::string Kind() const { return adversarial ? "adversarial" : "functional"; }
   bool HasOracle(const std::string& name) const;

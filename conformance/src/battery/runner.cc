@@ -7,6 +7,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <mutex>
 #include <random>
 #include <thread>
@@ -187,8 +188,12 @@ Placement Place(const Case& c, const CaseDir& dir, const CanarySet& canaries, co
 }
 
 Launch MakeLaunch(const Case& c, const Profile& profile, std::vector<std::string> argv,
-                  const CaseDir& dir, const CanarySet& canaries) {
+                  const CaseDir& dir, const CanarySet& canaries, const RunOptions& options) {
   Launch launch;
+  if (c.egress && options.internet) {
+    launch.netns_path = options.internet->uplink_netns_path();
+    launch.resolv_conf = options.internet->resolv_conf_path();
+  }
   launch.argv = std::move(argv);
   launch.env = {"PATH=/usr/local/bin:/usr/bin:/bin", "LANG=C.UTF-8", "HOME=" + dir.Workdir()};
   for (const auto& e : canaries.env()) launch.env.push_back(e);
@@ -223,7 +228,7 @@ std::vector<std::string> Leftovers(const Profile& profile, const std::string& ma
 }
 
 Evidence Observe(const Case& c, const Profile& profile, const std::string& payload_dir, const CaseDir& dir,
-                 CaseReport& report) {
+                 const RunOptions& options, CaseReport& report) {
   Evidence e;
   auto canaries = CanarySet::Plant({dir.CanaryRoot(), geteuid() == 0, dir.PathTokens()});
   if (!canaries) {
@@ -252,7 +257,7 @@ Evidence Observe(const Case& c, const Profile& profile, const std::string& paylo
     e.setup_error = "safety net: " + net.error().ToString();
     return e;
   }
-  Observation o = net->Launch(MakeLaunch(c, profile, *argv, dir, **canaries));
+  Observation o = net->Launch(MakeLaunch(c, profile, *argv, dir, **canaries, options));
   ReadResult(profile, o, e);
   std::this_thread::sleep_for(std::chrono::milliseconds(kSettleMs));
   e.leftovers = Leftovers(profile, placement.marker, dir, *net);
@@ -284,12 +289,23 @@ CaseReport RunCase(const Profile& profile, const Case& c, const std::string& pay
     report.reason = fmt::format("profile {} has no way to run the workload as {} (its \"user\" field)", profile.name, c.user);
     return report;
   }
+  if (auto why = CannotExpressEgress(profile, c)) {
+    report.verdict = Verdict::kSkip;
+    report.reason = *why;
+    return report;
+  }
+  if (c.egress && !options.internet) {
+    report.verdict = Verdict::kSkip;
+    report.reason = "needs the test internet, which could not be built: " +
+                    (options.internet_unavailable.empty() ? "none was given" : options.internet_unavailable);
+    return report;
+  }
   auto dir = CaseDir::Create(options.work_root, c);
   if (!dir) {
     report.reason = dir.error().ToString();
     return report;
   }
-  Evidence evidence = Observe(c, profile, payload_dir, *dir, report);
+  Evidence evidence = Observe(c, profile, payload_dir, *dir, options, report);
   if (report.verdict == Verdict::kSkip) return report;
   Judgement judgement = Judge(WithStartupAllowance(c, profile), evidence);
   report.verdict = judgement.verdict;
@@ -300,8 +316,22 @@ CaseReport RunCase(const Profile& profile, const Case& c, const std::string& pay
 }
 
 std::vector<CaseReport> RunBattery(const Profile& profile, const std::vector<Case>& cases,
-                                   const std::string& payload_dir, const RunOptions& options,
+                                   const std::string& payload_dir, const RunOptions& given,
                                    const std::function<void(const Progress&)>& on_progress) {
+  RunOptions options = given;
+  std::unique_ptr<TestInternet> internet;
+  bool needs_internet = !profile.syntax_only && std::any_of(cases.begin(), cases.end(), [&](const Case& c) {
+    return c.egress && !CannotExpressEgress(profile, c);
+  });
+  if (needs_internet && !options.internet) {
+    auto made = TestInternet::Create();
+    if (made) {
+      internet = std::move(*made);
+      options.internet = internet.get();
+    } else {
+      options.internet_unavailable = made.error().ToString();
+    }
+  }
   std::vector<CaseReport> reports(cases.size());
   std::mutex mutex;
   Progress progress{0, cases.size(), 0, 0, ""};

@@ -2,6 +2,9 @@
 // and canaries), renders the profile's command, launches it in the safety net, collects the
 // evidence and judges it. Cases run in parallel with -j.
 //
+// An egress case runs on the test internet: nothing it reaches, sandboxed or not, is off this
+// machine.
+//
 // Args placeholders a case may use: {mount:NAME} (the mount's path as the sandbox sees it),
 // {workdir}, and the canary hints of canaries.h. The runner appends a unique marker as the
 // last argv word of every payload, which is how leftover processes are found.
@@ -13,6 +16,7 @@
 
 #include "battery/catalog.h"
 #include "battery/report.h"
+#include "battery/test_internet.h"
 #include "launch/profile.h"
 
 namespace smolvm_check {
@@ -20,6 +24,11 @@ namespace smolvm_check {
 struct RunOptions {
   int jobs = 1;
   std::string work_root;  // where per-case directories go; default a fresh /tmp dir
+  // Where egress cases run: the whole sandbox under test in its uplink namespace, with its DNS
+  // server as the host's. RunBattery builds one when a case needs it and none is given; an
+  // egress case without one skips, saying why (internet_unavailable).
+  const TestInternet* internet = nullptr;
+  std::string internet_unavailable;
 };
 
 struct Progress {

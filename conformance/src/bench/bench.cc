@@ -180,7 +180,9 @@ BenchReport RunBench(const BenchPlan& plan, const std::vector<Profile>& profiles
   bool any_warm = false;
   std::vector<std::vector<int>> row_of = PlanRows(plan, profiles, report, any_warm);
   WarmSandboxes warm = PrepareWarm(plan, profiles, payload_dir, any_warm);
-  RunOptions options{1, work_root};
+  RunOptions options;
+  options.jobs = 1;
+  options.work_root = work_root;
   for (int run = 1; run <= plan.runs; ++run) {
     for (size_t w = 0; w < plan.workloads.size(); ++w) {
       for (size_t s = 0; s < plan.sandboxes.size(); ++s) {

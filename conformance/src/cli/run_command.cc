@@ -74,7 +74,9 @@ int Run(const RunFlags& flags) {
   if (!work_root) return fmt::print(stderr, "smolvm-check: {}\n", work_root.error().ToString()), kExitUsage;
   BatteryReport report{flags.sandbox, SandboxVersion(*profile), DescribeHost(), NowIso8601(), {},
                        profile->startup_allowance_ms};
-  RunOptions options{flags.jobs, *work_root};
+  RunOptions options;
+  options.jobs = flags.jobs;
+  options.work_root = *work_root;
   report.cases = RunBattery(*profile, cases, catalog->directory, options, ProgressPrinter());
   std::error_code ignored;
   std::filesystem::remove_all(*work_root, ignored);

@@ -24,24 +24,41 @@
 //    "user": {"sandbox": ["--uid", "65534"], "root": ["--uid", "0"]}   inserted at {user...}
 //                                             for the case's "user"; a case whose user has no
 //                                             entry is skipped (sandbox needs none)
+//    "egress": {"net": ["--net"],             inserted at {egress...} for an egress case: "net"
+//               "allow_host": ["--allow-host", "{host}"],   when it opens the network, one
+//               "allow_cidr": ["--allow-cidr", "{cidr}"]}   "allow_host" per name and one
+//                                             "allow_cidr" per range. All three are required,
+//                                             and may be empty (null: nothing to say). Without
+//                                             it, egress cases skip.
 //
-// Placeholders: {argv...} {mounts...} {env...} {limits...} {stdin...} {user...} {variant...}
+// Placeholders: {argv...} {mounts...} {env...} {limits...} {stdin...} {user...} {egress...}
+// {variant...}
 // expand to several words, each only as a whole word of "command" ({variant...}: the flags the
 // loader's smolbox variant adds, e.g. --no-snapshot for smolbox:vm-fresh; none otherwise);
 // {workdir}, {timeout_ms}, {timeout_s}, {cpu_ms}, {memory_mib}, {cpus} (decimal, e.g. 0.5),
 // {vcpus} (whole CPUs, rounded up), {pids}, {storage_mib}, {output_bytes}, {files} and the
-// variables ({backend}, {smolbox}) expand in place anywhere; {source} {target} only in "mount", {key} {value} only in "env". A limit
+// variables ({backend}, {smolbox}) expand in place anywhere; {source} {target} only in "mount",
+// {key} {value} only in "env", {host} only in "egress.allow_host", {cidr} only in
+// "egress.allow_cidr". A limit
 // placeholder takes the case's value or the RunSpec default. Every limit must be mapped (in
 // "limits", "limit_args" or by a placeholder in "command") or listed in "unsupported".
 #pragma once
 
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "battery/catalog.h"
 
 namespace smolvm_check {
+
+// How a profile gives a sandbox an egress policy ("egress").
+struct EgressTemplates {
+  std::vector<std::string> net;
+  std::vector<std::string> allow_host;  // with {host}
+  std::vector<std::string> allow_cidr;  // with {cidr}
+};
 
 struct Profile {
   std::string name;
@@ -69,6 +86,7 @@ struct Profile {
   // smolbox:vm-fresh and smolbox:vm-tcg-fresh: every guest boots; no boot snapshot (their
   // variant's --no-snapshot is in command).
   bool fresh_boot = false;
+  std::optional<EgressTemplates> egress;  // none: the profile runs no egress case
 };
 
 // "null", "smolbox:ns", "smolbox:auto", "smolbox:vm", "smolbox:vm-tcg", their "-fresh" vm
@@ -94,6 +112,9 @@ Expected<std::vector<std::string>> RenderCommand(const Profile& profile, const C
                                                  const Placement& placement);
 // Whether the profile can run the case's workload as the user the case asks for.
 bool RunsAsCaseUser(const Profile& profile, const Case& c);
+// Why the profile cannot give the case its egress policy; nullopt when it can, or the case has
+// none.
+std::optional<std::string> CannotExpressEgress(const Profile& profile, const Case& c);
 // The limits the case sets that the profile cannot enforce.
 std::vector<std::string> UnsupportedLimits(const Profile& profile, const Case& c);
 

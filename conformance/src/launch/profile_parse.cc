@@ -72,6 +72,19 @@ Expected<void> ParseMountTemplates(const json& v, Profile& p) {
   return {};
 }
 
+Expected<void> ParseEgressTemplates(const json& v, Profile& p) {
+  SMOLBOX_TRY(CheckKeys(v, "egress", {"net", "allow_host", "allow_cidr"}));
+  EgressTemplates egress;
+  for (auto [key, out] : {std::pair{"net", &egress.net}, std::pair{"allow_host", &egress.allow_host},
+                          std::pair{"allow_cidr", &egress.allow_cidr}}) {
+    if (!v.contains(key)) return Fail(FieldPath("egress", key), "is required (an empty list says nothing is needed)");
+    SMOLBOX_ASSIGN_OR_RETURN(auto words, GetStringArray(v[key], FieldPath("egress", key)));
+    *out = std::move(words);
+  }
+  p.egress = std::move(egress);
+  return {};
+}
+
 Expected<void> ParseInterpreters(const json& v, Profile& p) {
   if (!v.is_object()) return Fail("interpreters", "must be an object of lang -> words");
   for (const auto& [lang, words] : v.items()) {
@@ -174,6 +187,9 @@ Expected<void> ParseFields(const json& v, Profile& p) {
   if (v.contains("user")) {
     SMOLBOX_TRY(ParseUserTemplates(v["user"], p));
   }
+  if (v.contains("egress")) {
+    SMOLBOX_TRY(ParseEgressTemplates(v["egress"], p));
+  }
   return {};
 }
 
@@ -209,6 +225,7 @@ Expected<void> CheckTemplates(const Profile& p) {
   for (const auto& [name, words] : p.limit_wrappers) plain.emplace_back("limits." + name, &words);
   for (const auto& [name, words] : p.limit_args) plain.emplace_back("limit_args." + name, &words);
   for (const auto& [name, words] : p.user_args) plain.emplace_back("user." + name, &words);
+  if (p.egress) plain.emplace_back("egress.net", &p.egress->net);
   SMOLBOX_TRY(CheckTemplate(p.command, "command", scalars, true));
   for (const auto& [path, words] : plain) {
     bool mount = path.starts_with("mount.");
@@ -218,6 +235,10 @@ Expected<void> CheckTemplates(const Profile& p) {
     }
   }
   SMOLBOX_TRY(CheckTemplate(p.env, "env", with({"key", "value"}), false));
+  if (p.egress) {
+    SMOLBOX_TRY(CheckTemplate(p.egress->allow_host, "egress.allow_host", with({"host"}), false));
+    SMOLBOX_TRY(CheckTemplate(p.egress->allow_cidr, "egress.allow_cidr", with({"cidr"}), false));
+  }
   std::vector<std::string> variables;
   for (const auto& [name, unused] : p.variables) variables.push_back(name);
   if (auto ok = CheckTemplate(p.version_command, "version_command", variables, false); !ok) {
@@ -246,7 +267,11 @@ Expected<void> CheckExpansions(const Profile& p) {
                  Pair{"{stdin...}", !p.stdin_args.empty(), "stdin"},
                  Pair{"{user...}", std::any_of(p.user_args.begin(), p.user_args.end(),
                                                [](const auto& u) { return !u.second.empty(); }),
-                      "user"}}) {
+                      "user"},
+                 Pair{"{egress...}",
+                      p.egress && (!p.egress->net.empty() || !p.egress->allow_host.empty() ||
+                                   !p.egress->allow_cidr.empty()),
+                      "egress"}}) {
     size_t uses = CountWord(p.command, x.word);
     if (uses > 1) return Fail("command", fmt::format("uses {} more than once", x.word));
     if (uses == 1 && !x.has_template) {
@@ -353,7 +378,7 @@ Expected<void> ReadProfile(const json& doc, const ProfileSettings& settings, Pro
                           {"name", "description", "binary", "install", "version_command", "command",
                            "mount", "env", "stdin", "limits", "limit_args", "unsupported", "paths",
                            "result", "syntax_only", "interpreters", "variables", "startup_allowance_ms",
-                           "user"});
+                           "user", "egress"});
       !ok) {
     return ok;
   }

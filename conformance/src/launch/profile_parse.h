@@ -17,7 +17,7 @@ namespace smolvm_check {
 // The placeholders that expand to several words, each only as a whole word of "command".
 // {variant...} is settled when the profile is parsed; the others when it is rendered for a case.
 inline const std::vector<std::string> kMultiWordPlaceholders = {
-    "argv...", "mounts...", "env...", "limits...", "stdin...", "user...", "variant..."};
+    "argv...", "mounts...", "env...", "limits...", "stdin...", "user...", "egress...", "variant..."};
 
 // A profile is a page of command templates; today's largest is 2 KB.
 inline constexpr size_t kMaxProfileBytes = 1 << 20;

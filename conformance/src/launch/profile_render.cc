@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <optional>
+#include <tuple>
 
 #include "battery/json_check.h"
 #include "battery/placeholders.h"
@@ -171,6 +172,21 @@ Expected<std::vector<std::string>> LimitWords(const Profile& profile, const Case
   return out;
 }
 
+Expected<std::vector<std::string>> EgressWords(const Profile& profile, const Case& c,
+                                               const Values& values) {
+  std::vector<std::string> out;
+  if (!c.egress || !profile.egress) return out;
+  auto add = [&](const std::vector<std::string>& words, Values extra) -> Expected<void> {
+    SMOLBOX_ASSIGN_OR_RETURN(auto expanded, Expand(words, values, std::move(extra)));
+    out.insert(out.end(), expanded.begin(), expanded.end());
+    return {};
+  };
+  if (c.egress->net) SMOLBOX_TRY(add(profile.egress->net, {}));
+  for (const std::string& host : c.egress->allow_host) SMOLBOX_TRY(add(profile.egress->allow_host, {{"host", host}}));
+  for (const std::string& cidr : c.egress->allow_cidr) SMOLBOX_TRY(add(profile.egress->allow_cidr, {{"cidr", cidr}}));
+  return out;
+}
+
 Expected<std::vector<std::string>> MultiWord(const std::string& name, const Profile& profile,
                                              const Case& c, const Placement& placement,
                                              const Values& values) {
@@ -183,6 +199,7 @@ Expected<std::vector<std::string>> MultiWord(const std::string& name, const Prof
     return words == profile.user_args.end() ? std::vector<std::string>{} : Expand(words->second, values);
   }
   if (name == "stdin..." && c.stdin_data) return Expand(profile.stdin_args, values);
+  if (name == "egress...") return EgressWords(profile, c, values);
   return std::vector<std::string>{};  // no stdin; {variant...} was settled by the parser
 }
 
@@ -221,6 +238,25 @@ Expected<std::vector<std::string>> RenderCommand(const Profile& profile, const C
 
 bool RunsAsCaseUser(const Profile& profile, const Case& c) {
   return c.user == "sandbox" || profile.user_args.contains(c.user);
+}
+
+std::optional<std::string> CannotExpressEgress(const Profile& profile, const Case& c) {
+  if (!c.egress) return std::nullopt;
+  if (!profile.egress) {
+    return fmt::format("profile {} cannot express an egress policy (it has no \"egress\" field)", profile.name);
+  }
+  // A profile that can say nothing at all (null) runs the case as it is: open, and so failing.
+  const EgressTemplates& t = *profile.egress;
+  bool says_nothing = t.net.empty() && t.allow_host.empty() && t.allow_cidr.empty();
+  if (says_nothing) return std::nullopt;
+  for (auto [needed, words, field] :
+       {std::tuple{c.egress->net, &t.net, "net"}, std::tuple{!c.egress->allow_host.empty(), &t.allow_host, "allow_host"},
+        std::tuple{!c.egress->allow_cidr.empty(), &t.allow_cidr, "allow_cidr"}}) {
+    if (needed && words->empty()) {
+      return fmt::format("profile {} cannot express egress.{} (its \"egress\" field has no words for it)", profile.name, field);
+    }
+  }
+  return std::nullopt;
 }
 
 std::vector<std::string> UnsupportedLimits(const Profile& profile, const Case& c) {
