@@ -13,6 +13,8 @@ the attack, which prints BREACH when what the policy forbids got through:
   dns_direct ADDR NAME   a DNS server other than the resolver answers an A query
   connections URL N      N connections are opened at once; how many got an answer
                          (ANSWERED n), for the case's max_count
+  timed_get URL N        N GETs of URL, one connection each: GET_P50_US, the median in µs
+  timed_download URL     one GET of URL, read to the end: DOWNLOAD_KBPS, in kB/s (1000 bytes)
 
 Every address in the args is on the test internet; nothing here reaches beyond it.
 """
@@ -190,11 +192,39 @@ def connections(url, count):
     say(f"OPENED {len(socks)} ANSWERED {answers}")
 
 
+def timed_get(url, count):
+    times = []
+    for _ in range(int(count)):
+        start = time.perf_counter()
+        body = get(url)
+        elapsed = time.perf_counter() - start
+        if body is None:
+            return
+        times.append(elapsed)
+    times.sort()
+    say(f"GET_P50_US {round(times[len(times) // 2] * 1e6)}")
+
+
+def timed_download(url):
+    parts = urllib.parse.urlsplit(url)
+    connection = http.client.HTTPConnection(parts.hostname, parts.port or 80, timeout=TIMEOUT)
+    start = time.perf_counter()
+    connection.request("GET", parts.path, headers={"Host": parts.netloc})
+    response = connection.getresponse()
+    received = 0
+    while chunk := response.read(1 << 20):
+        received += len(chunk)
+    elapsed = time.perf_counter() - start
+    connection.close()
+    say(f"BYTES {received} DOWNLOAD_KBPS {round(received / elapsed / 1000)}")
+
+
 def main():
     control_url, mode, *rest = ARGS
     control(control_url)
     attacks = {"resolve": resolve, "http": http_attack, "tls": tls, "udp": udp, "txt": txt,
-               "dns_direct": dns_direct, "connections": connections}
+               "dns_direct": dns_direct, "connections": connections, "timed_get": timed_get,
+               "timed_download": timed_download}
     if mode != "none":
         attacks[mode](*rest)
 

@@ -32,7 +32,7 @@ BatteryReport Sample() {
   r.host = {{"kernel", "Linux 6.1.0"}, {"cpus", 2}, {"memory_mib", 4096}, {"uid", 0}};
   r.started = "2025-01-02T03:04:05Z";
   r.cases = {
-      {"cpu.loop.python", "cpu", "adversarial", Verdict::kPass, "", "timeout", 2100, {}},
+      {"cpu.loop.python", "cpu", "adversarial", Verdict::kPass, "", "timeout", 2100, {}, ""},
       {"cpu.loop.js",
        "cpu",
        "adversarial",
@@ -40,7 +40,8 @@ BatteryReport Sample() {
        "status exited, expected timeout | \"quoted\" <b>&amp;\nsecond line\x01",
        "exited",
        1500,
-       {"cpus"}},
+       {"cpus"},
+       ""},
       {"network.tcp.python",
        "network",
        "adversarial",
@@ -48,7 +49,8 @@ BatteryReport Sample() {
        "setup: no netns",
        "",
        0,
-       {}},
+       {},
+       ""},
       {"memory.grow.js",
        "memory",
        "adversarial",
@@ -56,7 +58,8 @@ BatteryReport Sample() {
        "syntax only",
        "",
        0,
-       {"memory_mib", "pids"}},
+       {"memory_mib", "pids"},
+       ""},
       {"functional.hello.python",
        "functional",
        "functional",
@@ -64,7 +67,8 @@ BatteryReport Sample() {
        "",
        "exited",
        40,
-       {"memory_mib"}},
+       {"memory_mib"},
+       ""},
   };
   return r;
 }

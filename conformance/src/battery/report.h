@@ -22,6 +22,7 @@ struct CaseReport {
   std::string status;
   int64_t wall_ms = 0;
   std::vector<std::string> unsupported_limits;
+  std::string stdout_data;  // what the workload printed, kept only when RunOptions asks
 };
 
 struct BatteryReport {

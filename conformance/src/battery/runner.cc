@@ -278,7 +278,7 @@ Evidence Observe(const Case& c, const Profile& profile, const std::string& paylo
 
 CaseReport RunCase(const Profile& profile, const Case& c, const std::string& payload_dir,
                    const RunOptions& options) {
-  CaseReport report{c.id, c.category, c.Kind(), Verdict::kError, "", "", 0, UnsupportedLimits(profile, c)};
+  CaseReport report{c.id, c.category, c.Kind(), Verdict::kError, "", "", 0, UnsupportedLimits(profile, c), ""};
   if (profile.syntax_only) {
     report.verdict = Verdict::kSkip;
     report.reason = "profile " + profile.name + " is validated for syntax only";
@@ -312,6 +312,7 @@ CaseReport RunCase(const Profile& profile, const Case& c, const std::string& pay
   report.reason = judgement.reason;
   report.status = evidence.status;
   report.wall_ms = evidence.wall_ms;
+  if (options.keep_stdout) report.stdout_data = std::move(evidence.stdout_data);
   return report;
 }
 

@@ -29,6 +29,7 @@ struct RunOptions {
   // egress case without one skips, saying why (internet_unavailable).
   const TestInternet* internet = nullptr;
   std::string internet_unavailable;
+  bool keep_stdout = false;  // CaseReport::stdout_data, for the bench's measures
 };
 
 struct Progress {

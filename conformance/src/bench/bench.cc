@@ -6,6 +6,8 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <memory>
+#include <regex>
 
 #include <fmt/format.h>
 
@@ -23,6 +25,11 @@ constexpr int64_t kTransformBytes = 10 << 20;
 constexpr int64_t kTransformTimeoutMs = 600000;
 constexpr int64_t kTransformStorageMiB = 256;
 constexpr int64_t kTransformMemoryMiB = 1024;
+// The egress issue's figures: a 1 KiB GET (the median of many, each on its own connection) and
+// a 100 MB download.
+constexpr int kGetCount = 200;
+constexpr int64_t kDownloadBytes = 100'000'000;
+constexpr int64_t kEgressTimeoutMs = 300000;
 
 const Case* FindCase(const Catalog& catalog, const std::string& id) {
   for (const auto& c : catalog.cases) {
@@ -51,12 +58,46 @@ Expected<Workload> TransformWorkload(const Catalog& catalog) {
   c.limits["timeout_ms"] = kTransformTimeoutMs;
   c.limits["storage_mib"] = kTransformStorageMiB;
   c.limits["memory_mib"] = kTransformMemoryMiB;
-  return Workload{"python csv->json 10 MB", std::move(c)};
+  return Workload{"python csv->json 10 MB", std::move(c), false, "", "ms"};
+}
+
+// The catalog's timed egress case, with the bench's count or size, measured by the workload.
+Expected<Workload> EgressWorkload(const Catalog& catalog, const std::string& id, std::string name,
+                                  std::string last_arg, std::string measure, std::string unit) {
+  const Case* base = FindCase(catalog, id);
+  if (base == nullptr) return std::unexpected(Error{"catalog", "has no " + id, 0});
+  Case c = *base;
+  c.args.back() = std::move(last_arg);
+  c.expect.stdout_contains = {"CONTROL ok"};
+  c.expect.max_wall_ms = 0;
+  c.limits["timeout_ms"] = kEgressTimeoutMs;
+  return Workload{std::move(name), std::move(c), false, std::move(measure), std::move(unit)};
+}
+
+Expected<std::vector<Workload>> EgressWorkloads(const Catalog& catalog) {
+  SMOLBOX_ASSIGN_OR_RETURN(auto get, EgressWorkload(catalog, "egress.timed_get.python", "python egress GET 1 KiB",
+                                                    std::to_string(kGetCount), "GET_P50_US (\\d+)", "µs"));
+  SMOLBOX_ASSIGN_OR_RETURN(
+      auto download,
+      EgressWorkload(catalog, "egress.timed_download.python", "python egress download 100 MB",
+                     fmt::format("http://api.allowed.test/bytes/{}", kDownloadBytes), "DOWNLOAD_KBPS (\\d+)", "kB/s"));
+  return std::vector<Workload>{std::move(get), std::move(download)};
+}
+
+// The number the measure's group matched in what the workload printed.
+Expected<int64_t> Measured(const Workload& workload, const std::string& printed) {
+  std::smatch match;
+  if (!std::regex_search(printed, match, std::regex(workload.measure)) || match.size() != 2) {
+    return std::unexpected(Error{"measure", fmt::format("/{}/ does not match what the workload printed", workload.measure), 0});
+  }
+  return std::stoll(match[1].str());
 }
 
 std::string Cell(const BenchRow& row, int64_t value) {
-  return row.samples_ms.empty() ? "-" : fmt::format("{}", value);
+  return row.samples.empty() ? "-" : fmt::format("{}", value);
 }
+
+std::string Delta(const BenchRow& row) { return row.delta ? fmt::format("{:+}", *row.delta) : "-"; }
 
 std::string Ratio(const BenchRow& row) { return row.ratio > 0 ? fmt::format("{:.2f}x", row.ratio) : "-"; }
 
@@ -77,15 +118,19 @@ std::string XmlEscape(const std::string& text) {
 }  // namespace
 
 Expected<std::vector<Workload>> BenchWorkloads(const Catalog& catalog, const std::string& lang,
-                                               bool with_transform) {
+                                               const WorkloadChoice& choice) {
   std::string id = lang == "js" ? "functional.hello.js" : "functional.hello.python";
   const Case* hello = FindCase(catalog, id);
   if (hello == nullptr) return std::unexpected(Error{"catalog", "has no " + id, 0});
   std::string name = lang == "js" ? "node hello" : "python hello";
-  std::vector<Workload> workloads = {{name, *hello, false}, {name + ", warm exec", *hello, true}};
-  if (with_transform && lang == "python") {
+  std::vector<Workload> workloads = {{name, *hello, false, "", "ms"}, {name + ", warm exec", *hello, true, "", "ms"}};
+  if (choice.transform && lang == "python") {
     SMOLBOX_ASSIGN_OR_RETURN(auto transform, TransformWorkload(catalog));
     workloads.push_back(std::move(transform));
+  }
+  if (choice.egress && lang == "python") {
+    SMOLBOX_ASSIGN_OR_RETURN(auto egress, EgressWorkloads(catalog));
+    workloads.insert(workloads.end(), egress.begin(), egress.end());
   }
   return workloads;
 }
@@ -100,17 +145,17 @@ int64_t Percentile(std::vector<int64_t> samples, int p) {
 
 void Summarize(BenchReport& report) {
   for (auto& row : report.rows) {
-    row.p50 = Percentile(row.samples_ms, 50);
-    row.p90 = Percentile(row.samples_ms, 90);
-    row.max = row.samples_ms.empty() ? 0 : *std::max_element(row.samples_ms.begin(), row.samples_ms.end());
+    row.p50 = Percentile(row.samples, 50);
+    row.p90 = Percentile(row.samples, 90);
+    row.max = row.samples.empty() ? 0 : *std::max_element(row.samples.begin(), row.samples.end());
   }
   for (auto& row : report.rows) {
     auto base = std::find_if(report.rows.begin(), report.rows.end(), [&](const BenchRow& r) {
       return r.sandbox == report.baseline && r.workload == row.workload;
     });
-    row.ratio = base != report.rows.end() && base->p50 > 0 && !row.samples_ms.empty()
-                    ? static_cast<double>(row.p50) / static_cast<double>(base->p50)
-                    : 0;
+    bool known = base != report.rows.end() && !base->samples.empty() && !row.samples.empty();
+    row.ratio = known && base->p50 > 0 ? static_cast<double>(row.p50) / static_cast<double>(base->p50) : 0;
+    row.delta = known ? std::optional<int64_t>(row.p50 - base->p50) : std::nullopt;
   }
 }
 
@@ -124,10 +169,16 @@ std::vector<std::vector<int>> PlanRows(const BenchPlan& plan, const std::vector<
   any_warm = false;
   for (size_t w = 0; w < plan.workloads.size(); ++w) {
     for (size_t s = 0; s < plan.sandboxes.size(); ++s) {
-      if (plan.workloads[w].warm && !HasWarmPath(profiles[s])) continue;
-      any_warm |= plan.workloads[w].warm;
+      const Workload& workload = plan.workloads[w];
+      if (workload.warm && !HasWarmPath(profiles[s])) continue;
+      if (CannotExpressEgress(profiles[s], workload.c)) continue;
+      any_warm |= workload.warm;
       row_of[w][s] = static_cast<int>(report.rows.size());
-      report.rows.push_back(BenchRow{plan.sandboxes[s], plan.workloads[w].name, {}, {}, 0, 0, 0, 0});
+      BenchRow row;
+      row.sandbox = plan.sandboxes[s];
+      row.workload = workload.name;
+      row.unit = workload.unit;
+      report.rows.push_back(std::move(row));
     }
   }
   return row_of;
@@ -152,8 +203,8 @@ WarmSandboxes PrepareWarm(const BenchPlan& plan, const std::vector<Profile>& pro
   return warm;
 }
 
-// One sample, in ms: a warm exec into the row's persistent sandbox, or a whole cold run of the
-// case. failure is left empty when the sample passed.
+// One sample, in the workload's unit: a warm exec into the row's persistent sandbox, or a whole
+// cold run of the case, timed or measured. failure is left empty when the sample passed.
 int64_t TakeSample(const Workload& workload, const Profile& profile, size_t s,
                    const WarmSandboxes& warm, const std::string& payload_dir,
                    const RunOptions& options, std::string& failure) {
@@ -165,8 +216,14 @@ int64_t TakeSample(const Workload& workload, const Profile& profile, size_t s,
     return 0;
   }
   CaseReport r = RunCase(profile, workload.c, payload_dir, options);
-  if (r.verdict != Verdict::kPass) failure = fmt::format("{} {}", ToString(r.verdict), r.reason);
-  return r.wall_ms;
+  if (r.verdict != Verdict::kPass) {
+    failure = fmt::format("{} {}", ToString(r.verdict), r.reason);
+    return 0;
+  }
+  if (workload.measure.empty()) return r.wall_ms;
+  auto measured = Measured(workload, r.stdout_data);
+  if (!measured) failure = measured.error().ToString();
+  return measured.value_or(0);
 }
 
 }  // namespace
@@ -183,6 +240,19 @@ BenchReport RunBench(const BenchPlan& plan, const std::vector<Profile>& profiles
   RunOptions options;
   options.jobs = 1;
   options.work_root = work_root;
+  options.keep_stdout = true;
+  // The egress rows' test internet, for all their runs.
+  std::unique_ptr<TestInternet> internet;
+  bool any_egress = false;
+  for (size_t w = 0; w < plan.workloads.size(); ++w) {
+    for (size_t s = 0; s < plan.sandboxes.size(); ++s) any_egress |= row_of[w][s] >= 0 && plan.workloads[w].c.egress;
+  }
+  if (any_egress) {
+    auto made = TestInternet::Create();
+    if (made) internet = std::move(*made);
+    else options.internet_unavailable = made.error().ToString();
+    options.internet = internet.get();
+  }
   for (int run = 1; run <= plan.runs; ++run) {
     for (size_t w = 0; w < plan.workloads.size(); ++w) {
       for (size_t s = 0; s < plan.sandboxes.size(); ++s) {
@@ -190,12 +260,12 @@ BenchReport RunBench(const BenchPlan& plan, const std::vector<Profile>& profiles
         if (row_of[w][s] < 0 || Interrupted()) continue;
         BenchRow& into = report.rows[static_cast<size_t>(row_of[w][s])];
         std::string failure;
-        int64_t ms = TakeSample(plan.workloads[w], profiles[s], s, warm, payload_dir, options, failure);
-        if (failure.empty()) into.samples_ms.push_back(ms);
+        int64_t sample = TakeSample(plan.workloads[w], profiles[s], s, warm, payload_dir, options, failure);
+        if (failure.empty()) into.samples.push_back(sample);
         else into.failures.push_back(fmt::format("run {}: {}", run, failure));
         if (on_sample) {
-          on_sample(fmt::format("[{}/{}] {} {}: {} ms {}", run, plan.runs, into.sandbox, into.workload, ms,
-                                failure.empty() ? "pass" : failure));
+          on_sample(fmt::format("[{}/{}] {} {}: {} {} {}", run, plan.runs, into.sandbox, into.workload, sample,
+                                into.unit, failure.empty() ? "pass" : failure));
         }
       }
     }
@@ -207,9 +277,10 @@ BenchReport RunBench(const BenchPlan& plan, const std::vector<Profile>& profiles
 json ToJson(const BenchReport& report) {
   json rows = json::array();
   for (const auto& r : report.rows) {
-    rows.push_back({{"sandbox", r.sandbox}, {"workload", r.workload}, {"samples_ms", r.samples_ms},
-                    {"failures", r.failures}, {"p50_ms", r.p50}, {"p90_ms", r.p90}, {"max_ms", r.max},
-                    {"ratio_to_baseline", r.ratio}});
+    rows.push_back({{"sandbox", r.sandbox}, {"workload", r.workload}, {"unit", r.unit}, {"samples", r.samples},
+                    {"failures", r.failures}, {"p50", r.p50}, {"p90", r.p90}, {"max", r.max},
+                    {"ratio_to_baseline", r.ratio},
+                    {"delta_to_baseline", r.delta ? json(*r.delta) : json(nullptr)}});
   }
   return {{"host", report.host.is_null() ? json::object() : report.host},
           {"started", report.started},
@@ -222,12 +293,15 @@ std::string ToMarkdown(const BenchReport& report) {
   std::string out = fmt::format("# smolvm-check bench, {}\n\n", report.started);
   out += fmt::format("{} runs per row, interleaved; wall time in ms of one whole sandbox invocation (cold) or of "
                      "one `smolbox exec` into a sandbox created beforehand (warm exec; the baseline runs the "
-                     "interpreter directly); ratio: p50 over {}'s p50 for the same workload.\n\n",
+                     "interpreter directly); the egress rows give what the workload measured of its own fetches "
+                     "on the test internet (a GET's median in µs, a download's rate in kB/s); ratio and delta: "
+                     "p50 over, and minus, {}'s p50 for the same workload.\n\n",
                      report.runs, report.baseline);
-  out += "| workload | sandbox | p50 | p90 | max | ratio | failed runs |\n|---|---|---:|---:|---:|---:|---:|\n";
+  out += "| workload | sandbox | unit | p50 | p90 | max | ratio | delta | failed runs |\n"
+         "|---|---|---|---:|---:|---:|---:|---:|---:|\n";
   for (const auto& r : report.rows) {
-    out += fmt::format("| {} | {} | {} | {} | {} | {} | {} |\n", r.workload, r.sandbox, Cell(r, r.p50), Cell(r, r.p90),
-                       Cell(r, r.max), Ratio(r), r.failures.size());
+    out += fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} | {} |\n", r.workload, r.sandbox, r.unit,
+                       Cell(r, r.p50), Cell(r, r.p90), Cell(r, r.max), Ratio(r), Delta(r), r.failures.size());
   }
   for (const auto& r : report.rows) {
     for (const auto& f : r.failures) out += fmt::format("\n- {} on {}: {}", r.workload, r.sandbox, f);
@@ -237,23 +311,29 @@ std::string ToMarkdown(const BenchReport& report) {
 
 std::string ToSvg(const BenchReport& report) {
   constexpr int kLabelWidth = 330, kPlotWidth = 520, kBar = 18, kGap = 8, kTop = 40, kRight = 90;
+  // Times only: the egress rows' µs and kB/s are in bench.md and bench.json.
+  std::vector<const BenchRow*> timed;
+  for (const auto& r : report.rows) {
+    if (r.unit == "ms") timed.push_back(&r);
+  }
   int64_t highest = 1;
-  for (const auto& r : report.rows) highest = std::max(highest, std::max(r.p90, r.p50));
+  for (const BenchRow* r : timed) highest = std::max(highest, std::max(r->p90, r->p50));
   // Log scale from 1 ms: a 20 ms interpreter and a 3 s emulated VM share one chart.
   double span = std::log10(static_cast<double>(highest)) + 0.1;
   auto x = [&](int64_t ms) {
     return kLabelWidth + static_cast<int>(kPlotWidth * std::log10(static_cast<double>(std::max<int64_t>(ms, 1))) / span);
   };
-  int height = kTop + static_cast<int>(report.rows.size()) * (kBar + kGap) + 30;
+  int height = kTop + static_cast<int>(timed.size()) * (kBar + kGap) + 30;
   std::string out = fmt::format(
       "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{}\" font-family=\"sans-serif\" font-size=\"12\">\n",
       kLabelWidth + kPlotWidth + kRight, height);
   out += fmt::format("<text x=\"10\" y=\"20\" font-size=\"14\">smolvm-check bench: p50 (bar) and p90 (whisker), ms, log scale; {} runs</text>\n",
                      report.runs);
   int y = kTop;
-  for (const auto& r : report.rows) {
+  for (const BenchRow* row : timed) {
+    const BenchRow& r = *row;
     out += fmt::format("<text x=\"10\" y=\"{}\">{} | {}</text>\n", y + kBar - 5, XmlEscape(r.workload), XmlEscape(r.sandbox));
-    if (!r.samples_ms.empty()) {
+    if (!r.samples.empty()) {
       out += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"{}\"/>\n", kLabelWidth, y,
                          std::max(1, x(r.p50) - kLabelWidth), kBar, r.sandbox == report.baseline ? "#888" : "#4a7ab5");
       out += fmt::format("<line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"#222\"/>\n", x(r.p50), y + kBar / 2, x(r.p90), y + kBar / 2);

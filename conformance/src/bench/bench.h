@@ -1,19 +1,23 @@
-// `smolvm-check bench`: start-up and transform times of sandboxes, side by side on one host.
+// `smolvm-check bench`: start-up, transform and egress times of sandboxes, side by side on one
+// host.
 //
 // A cold sample is one whole sandbox invocation of a functional case of the battery, launched
 // and timed by the same safety net as `run`, so that each row pays the same harness cost and
 // the null sandbox (the bare interpreter) is a fair floor. A warm sample is one `smolbox exec`
 // into a sandbox created before the runs, against the bare interpreter started the same way.
+// An egress sample is what the workload measured of its own fetches on the test internet
+// (test_internet.h), through the sandbox's egress, against the same fetch with no sandbox.
 // Runs interleave: run 1 of every row, then run 2, so that drift in the host's load spreads
 // over all rows alike.
 //
-//   BenchPlan plan{.sandboxes = {"null", "smolbox:ns"}, .workloads = Workloads(catalog, "python"), .runs = 10};
+//   BenchPlan plan{.sandboxes = {"null", "smolbox:ns"}, .workloads = *BenchWorkloads(catalog, "python", {}), .runs = 10};
 //   BenchReport report = RunBench(plan, profiles_dir, catalog.directory, on_sample);
 //   WriteBenchReports(report, "reports/bench");   // bench.json, bench.md, bench.svg
 #pragma once
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -32,12 +36,22 @@ struct Workload {
   // Timed as an exec into a sandbox created beforehand (warm_bench.h), on the sandboxes that
   // have a warm path; otherwise each sample is a whole cold run.
   bool warm = false;
+  // A sample is the wall time of the run in ms, or, given a measure, the number the workload
+  // printed where the measure's one group matches, in unit: the egress workloads time their
+  // own fetches, so that the sandbox's start-up is not in the figure.
+  std::string measure;
+  std::string unit = "ms";
 };
 
-// The workloads for a language: its hello cold and warm, and for Python the 10 MB CSV-to-JSON
-// transform.
+// Which workloads: every language has its hello cold and warm; Python adds the 10 MB
+// CSV-to-JSON transform and the egress fetches (a 1 KiB GET, a 100 MB download) on the test
+// internet, each where asked.
+struct WorkloadChoice {
+  bool transform = true;
+  bool egress = true;
+};
 Expected<std::vector<Workload>> BenchWorkloads(const Catalog& catalog, const std::string& lang,
-                                               bool with_transform);
+                                               const WorkloadChoice& choice);
 
 struct BenchPlan {
   std::vector<std::string> sandboxes;  // the first is the baseline ratios are taken against
@@ -48,10 +62,12 @@ struct BenchPlan {
 struct BenchRow {
   std::string sandbox;
   std::string workload;
-  std::vector<int64_t> samples_ms;  // of the runs that passed, in run order
+  std::string unit = "ms";  // the workload's
+  std::vector<int64_t> samples;  // of the runs that passed, in run order
   std::vector<std::string> failures;  // why the others did not count
   int64_t p50 = 0, p90 = 0, max = 0;
   double ratio = 0;  // p50 over the baseline's p50 for the same workload; 0 when unknown
+  std::optional<int64_t> delta;  // p50 minus the baseline's p50; none when unknown
 };
 
 struct BenchReport {
@@ -64,7 +80,7 @@ struct BenchReport {
 
 // The nearest-rank percentile (p in 0..100) of samples; 0 for none.
 int64_t Percentile(std::vector<int64_t> samples, int p);
-// Fills p50, p90, max and ratio from the samples.
+// Fills p50, p90, max, ratio and delta from the samples.
 void Summarize(BenchReport& report);
 
 BenchReport RunBench(const BenchPlan& plan, const std::vector<Profile>& profiles,
