@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -471,6 +473,24 @@ TEST(LoadCatalog, rejects_a_bad_egress_policy_naming_the_field) {
             named + "egress.allow_host[1]: must be a name or range without spaces");
   EXPECT_EQ(ErrorFor(EgressCase({{"allow_cidr", {""}}})),
             named + "egress.allow_cidr[0]: must be a name or range without spaces");
+}
+
+TEST(LoadCatalog, every_shipped_egress_case_first_proves_its_allowed_fetch) {
+  // Without the control, a sandbox with no network at all would pass every egress attack.
+  auto catalog = LoadCatalog(std::string(SMOLVM_CHECK_SOURCE_DIR) + "/adversarial/catalog.json");
+  ASSERT_TRUE(catalog) << catalog.error().ToString();
+  int egress = 0;
+  for (const Case& c : catalog->cases) {
+    if (c.category != "egress") continue;
+    ++egress;
+    EXPECT_TRUE(c.egress.has_value()) << c.id;
+    const auto& wanted = c.expect.stdout_contains;
+    EXPECT_NE(std::find(wanted.begin(), wanted.end(), "CONTROL ok"), wanted.end()) << c.id;
+    if (c.adversarial) {
+      EXPECT_EQ(c.expect.forbid, (std::vector<std::string>{"BREACH"})) << c.id;
+    }
+  }
+  EXPECT_GE(egress, 20);
 }
 
 // ---------------------------------------------------------------------------

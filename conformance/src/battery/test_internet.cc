@@ -11,10 +11,10 @@
 #include <filesystem>
 #include <fstream>
 #include <random>
-#include <sstream>
 #include <thread>
 #include <utility>
 
+#include "launch/host_files.h"
 #include "launch/subprocess.h"
 
 namespace smolvm_check {
@@ -77,16 +77,9 @@ std::string Output(const std::vector<std::string>& argv) {
   return run ? run->out : "";
 }
 
-std::string ReadFileOrEmpty(const std::string& path) {
-  std::ifstream in(path);
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
 bool Running(pid_t pid) {
   // The state follows the last ')': the command name before it may hold any character.
-  std::string stat = ReadFileOrEmpty("/proc/" + std::to_string(pid) + "/stat");
+  std::string stat = ReadUpTo("/proc/" + std::to_string(pid) + "/stat");
   auto close = stat.rfind(')');
   return close != std::string::npos && stat.size() > close + 2 && stat[close + 2] != 'Z' &&
          stat[close + 2] != 'X';
@@ -337,7 +330,7 @@ Expected<void> TestInternet::WaitUntilServing() const {
     auto serving = [&] {
       return server.name == "dnsmasq"
                  ? DnsAnswers(query)
-                 : ("\n" + ReadFileOrEmpty(log)).find("\nready\n") != std::string::npos;
+                 : ("\n" + ReadUpTo(log)).find("\nready\n") != std::string::npos;
     };
     bool ready = WaitUntil([&] { return serving() || !Running(server.pid); }, kStartLimit) &&
                  Running(server.pid);
@@ -346,7 +339,7 @@ Expected<void> TestInternet::WaitUntilServing() const {
                             ? fmt::format("not serving after {} s", kStartLimit.count())
                             : "exited";
       return std::unexpected(Error{"start " + server.name,
-                                   fmt::format("{}; its log:\n{}", why, ReadFileOrEmpty(log)), 0});
+                                   fmt::format("{}; its log:\n{}", why, ReadUpTo(log)), 0});
     }
   }
   return {};
@@ -371,7 +364,7 @@ std::string TestInternet::ServerLog() const {
   std::string text;
   for (const Server& server : servers_) {
     text += fmt::format("--- {} ---\n{}", server.name,
-                        ReadFileOrEmpty(fmt::format("{}/{}.log", state_dir(), server.name)));
+                        ReadUpTo(fmt::format("{}/{}.log", state_dir(), server.name)));
   }
   return text;
 }
