@@ -123,9 +123,9 @@ void AddSpecOptions(CLI::App& run, RunFlags& f) {
       ->type_name("HOST:GUEST[:ro|rw]")
       ->allow_extra_args(false);
   AddFlag(run, "--user", f.user,
-          "sandbox (non-root, no capabilities) or root (root only inside the sandbox) "
-          "(default sandbox)",
-          "sandbox|root");
+          "sandbox (1000, no capabilities), root (root only inside the sandbox) or any ids "
+          "up to 65535, the GID defaulting to the UID (default sandbox)",
+          "sandbox|root|UID[:GID]");
   AddFlag(run, "--stdin", f.stdin_file, "stream this host file (any size) to the command's stdin", "FILE");
   run.add_flag("--no-snapshot", f.no_snapshot,
                "vm: boot the guest from scratch rather than restore it from the boot snapshot");
@@ -377,8 +377,7 @@ Expected<void> ApplyNamedFlags(const RunFlags& f, smolbox::RunSpec& spec) {
     spec.sandbox.accel = *accel;
   }
   if (f.user) {
-    SMOLBOX_ASSIGN_OR_RETURN(auto kind, smolbox::ParseUserKind(f.user.value));
-    spec.sandbox.user = kind;
+    SMOLBOX_ASSIGN_OR_RETURN(spec.sandbox.user, smolbox::ParseWorkloadUser(f.user.value));
   }
   if (f.workdir) spec.sandbox.workdir = f.workdir.value;
   if (f.stdin_file) {

@@ -27,7 +27,18 @@ namespace smolbox {
 enum class BackendKind { kAuto, kNs, kVm };
 // The vm backend's accelerator: auto is KVM when usable; TCG (emulation) only when asked for.
 enum class Accel { kAuto, kKvm, kTcg };
-enum class UserKind { kSandbox, kRoot };
+// Who the workload is inside its sandbox; on the host it is never anyone (docs/security.md).
+// sandbox (1000:1000) is the default, root (0:0) is root only of its user namespace, and an image's
+// User or --user UID[:GID] may name any other ids a sandbox maps.
+struct WorkloadUser {
+  uint32_t uid = 1000;
+  uint32_t gid = 1000;
+  static constexpr WorkloadUser Sandbox() { return {1000, 1000}; }
+  static constexpr WorkloadUser Root() { return {0, 0}; }
+  bool operator==(const WorkloadUser&) const = default;
+};
+// A sandbox maps ids 0-65535.
+inline constexpr uint32_t kMaxWorkloadId = 65535;
 enum class NetworkMode { kNone };
 
 // Enforced on the sandbox as a whole, for its whole life.
@@ -73,7 +84,7 @@ struct SandboxSpec {
   NetworkMode network = NetworkMode::kNone;
   EgressSpec egress;
   std::vector<Mount> mounts;
-  UserKind user = UserKind::kSandbox;
+  WorkloadUser user;
   // vm backend: restore the guest from a boot snapshot instead of booting it, making the
   // snapshot on the first run (docs/guest.md, "Boot snapshot"). false: always a clean boot.
   bool vm_snapshot = true;
@@ -114,11 +125,13 @@ Expected<void> ValidateExecSpec(const ExecSpec& spec);
 Expected<void> ValidateExecDefaults(const ExecSpec& spec);
 
 std::string ToString(BackendKind kind);
-std::string ToString(UserKind kind);
+// "sandbox", "root", or "UID:GID" for any other ids.
+std::string ToString(const WorkloadUser& user);
 std::string ToString(Accel accel);
 Expected<Accel> ParseAccel(const std::string& name);
 Expected<BackendKind> ParseBackendKind(const std::string& name);
-Expected<UserKind> ParseUserKind(const std::string& name);
+// sandbox, root or UID[:GID] (the GID defaulting to the UID), each id at most kMaxWorkloadId.
+Expected<WorkloadUser> ParseWorkloadUser(const std::string& text);
 // "HOST:GUEST[:ro|rw]" as docker's -v; rw when the mode is omitted.
 Expected<Mount> ParseVolume(const std::string& text);
 

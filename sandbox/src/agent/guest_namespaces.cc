@@ -19,7 +19,7 @@ namespace {
 constexpr uint64_t kWorkloadNamespaces = CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS;
 
 // Only the ids matter here; the workload's own uid is chosen per exec.
-confine::Identity WorkloadIdentity() { return confine::MappedIdentity(UserKind::kRoot, kGuestIdBase); }
+confine::Identity WorkloadIdentity() { return confine::MappedIdentity(WorkloadUser::Root(), kGuestIdBase); }
 
 // The guest's init from here on: every process of the run lives in the new pid namespace,
 // whose orphans go to its own PID 1, so the serving half is the only child to wait for.

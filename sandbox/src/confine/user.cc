@@ -26,11 +26,10 @@ Expected<void> WriteProcFile(pid_t pid, const char* name, const std::string& tex
 
 }  // namespace
 
-Identity MappedIdentity(UserKind user, uid_t base) {
+Identity MappedIdentity(const WorkloadUser& user, uid_t base) {
   Identity id;
-  bool root_user = user == UserKind::kRoot;
-  id.uid = root_user ? 0 : kSandboxUid;
-  id.gid = root_user ? 0 : kSandboxGid;
+  id.uid = user.uid;
+  id.gid = user.gid;
   id.uid_map = fmt::format("0 {} 65536\n", base);
   id.gid_map = id.uid_map;
   id.host_uid = base + id.uid;
@@ -39,11 +38,11 @@ Identity MappedIdentity(UserKind user, uid_t base) {
   return id;
 }
 
-Identity PlanIdentity(UserKind user) {
+Identity PlanIdentity(const WorkloadUser& user) {
   if (geteuid() == 0) return MappedIdentity(user, kHostIdBase);
   Identity id;
-  id.uid = user == UserKind::kRoot ? 0 : kSandboxUid;
-  id.gid = user == UserKind::kRoot ? 0 : kSandboxGid;
+  id.uid = user.uid;
+  id.gid = user.gid;
   id.rootless = true;
   id.host_uid = geteuid();
   id.host_gid = getegid();

@@ -32,10 +32,10 @@ struct Identity {
   bool setup_becomes_root = false;
 };
 
-Identity PlanIdentity(UserKind user);
+Identity PlanIdentity(const WorkloadUser& user);
 // 65536 ids from base up back the namespace's ids 0-65535; its setup process starts as an
 // unmapped uid and must become root inside.
-Identity MappedIdentity(UserKind user, uid_t base);
+Identity MappedIdentity(const WorkloadUser& user, uid_t base);
 // Written by the runtime for its child, which waits until they are in place.
 Expected<void> WriteIdMaps(pid_t child, const Identity& identity);
 // Switches the setup process to uid and gid 0 inside, when setup_becomes_root says so.

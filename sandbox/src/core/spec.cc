@@ -1,5 +1,7 @@
 #include "smolbox/spec.h"
 
+#include <charconv>
+#include <optional>
 #include <fmt/format.h>
 #include <sys/stat.h>
 
@@ -197,8 +199,7 @@ Expected<void> SetAccel(const json& v, const std::string& path, SandboxSpec& out
 
 Expected<void> SetUser(const json& v, const std::string& path, SandboxSpec& out) {
   SMOLBOX_ASSIGN_OR_RETURN(auto name, GetString(v, path));
-  SMOLBOX_ASSIGN_OR_RETURN(auto kind, ParseUserKind(name));
-  out.user = kind;
+  SMOLBOX_ASSIGN_OR_RETURN(out.user, ParseWorkloadUser(name));
   return {};
 }
 
@@ -511,13 +512,14 @@ Expected<void> CheckStdin(const ExecSpec& spec) {
 Expected<void> CheckImage(const SandboxSpec& spec) {
   const std::string& image = spec.image;
   if (image == "host") return {};
-  auto not_found = [&] {
-    return Fail("image", fmt::format("no such local image {:?} (images are never pulled)", image));
-  };
-  if (image.empty() || image[0] != '/' || HasNul(image)) return not_found();
+  // A name reaches this only unresolved: the CLI resolves store names before validating.
+  if (image.empty() || image[0] != '/' || HasNul(image)) {
+    return Fail("image", fmt::format("no such local image {:?} (images are never pulled; "
+                                     "add one with smolbox image import FILE)", image));
+  }
   struct stat st {};
   if (stat(image.c_str(), &st) != 0) {
-    if (errno == ENOENT || errno == ENOTDIR) return not_found();
+    if (errno == ENOENT || errno == ENOTDIR) return Fail("image", fmt::format("no such rootfs directory {}", Printable(image)));
     return std::unexpected(Error{"image", fmt::format("cannot stat {}", Printable(image)), errno});
   }
   if (!S_ISDIR(st.st_mode)) {
@@ -635,14 +637,10 @@ std::string ToString(BackendKind kind) {
   return "unknown";
 }
 
-std::string ToString(UserKind kind) {
-  switch (kind) {
-    case UserKind::kSandbox:
-      return "sandbox";
-    case UserKind::kRoot:
-      return "root";
-  }
-  return "unknown";
+std::string ToString(const WorkloadUser& user) {
+  if (user == WorkloadUser::Sandbox()) return "sandbox";
+  if (user == WorkloadUser::Root()) return "root";
+  return fmt::format("{}:{}", user.uid, user.gid);
 }
 
 Expected<BackendKind> ParseBackendKind(const std::string& name) {
@@ -671,11 +669,22 @@ Expected<Accel> ParseAccel(const std::string& name) {
   return Fail("accel", fmt::format("must be auto, kvm or tcg (got {:?})", name));
 }
 
-Expected<UserKind> ParseUserKind(const std::string& name) {
-  for (UserKind kind : {UserKind::kSandbox, UserKind::kRoot}) {
-    if (name == ToString(kind)) return kind;
+Expected<WorkloadUser> ParseWorkloadUser(const std::string& text) {
+  if (text == "sandbox") return WorkloadUser::Sandbox();
+  if (text == "root") return WorkloadUser::Root();
+  auto id = [&](std::string_view digits) -> std::optional<uint32_t> {
+    uint32_t value = 0;
+    auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), value);
+    if (ec != std::errc{} || end != digits.data() + digits.size() || digits.empty() || value > kMaxWorkloadId) return std::nullopt;
+    return value;
+  };
+  size_t colon = text.find(':');
+  auto uid = id(std::string_view(text).substr(0, colon));
+  auto gid = colon == std::string::npos ? uid : id(std::string_view(text).substr(colon + 1));
+  if (!uid || !gid) {
+    return Fail("user", fmt::format("must be sandbox, root or UID[:GID] with ids 0 to {} (got {:?})", kMaxWorkloadId, text));
   }
-  return Fail("user", fmt::format("must be sandbox or root (got {:?})", name));
+  return WorkloadUser{*uid, *gid};
 }
 
 Expected<Mount> ParseVolume(const std::string& text) {

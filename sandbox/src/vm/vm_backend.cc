@@ -409,9 +409,8 @@ Expected<void> Prepare(const SandboxSpec& spec, Vm& vm, RunResult& result) {
   auto volumes = shared::OpenVolumes(spec);
   SMOLBOX_TRY(volumes);
   vm.volumes = std::move(*volumes);
-  bool root = spec.user == UserKind::kRoot;
-  vm.guest_uid = root ? 0 : confine::kSandboxUid;
-  vm.guest_gid = root ? 0 : confine::kSandboxGid;
+  vm.guest_uid = spec.user.uid;
+  vm.guest_gid = spec.user.gid;
   vm.host_uid = confine::kHostIdBase + vm.guest_uid;
   vm.host_gid = confine::kHostIdBase + vm.guest_gid;
   auto dir = shared::RunDir::Create();

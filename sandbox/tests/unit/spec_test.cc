@@ -56,7 +56,7 @@ TEST(ParseRunSpec, reads_every_field) {
   EXPECT_EQ(spec->sandbox.mounts[0].source, "/src");
   EXPECT_EQ(spec->sandbox.mounts[0].target, "/dst");
   EXPECT_TRUE(spec->sandbox.mounts[0].read_only);
-  EXPECT_EQ(spec->sandbox.user, UserKind::kRoot);
+  EXPECT_EQ(spec->sandbox.user, WorkloadUser::Root());
   EXPECT_FALSE(spec->sandbox.vm_snapshot);
 }
 
@@ -71,7 +71,7 @@ TEST(ParseRunSpec, keeps_the_defaults_for_absent_fields) {
   EXPECT_EQ(spec->sandbox.limits.memory_mib, defaults.sandbox.limits.memory_mib);
   EXPECT_FALSE(spec->exec.limits.cpu_ms);
   EXPECT_FALSE(spec->exec.stdin_data);
-  EXPECT_EQ(spec->sandbox.user, UserKind::kSandbox);
+  EXPECT_EQ(spec->sandbox.user, WorkloadUser::Sandbox());
   EXPECT_TRUE(spec->sandbox.vm_snapshot);
 }
 
@@ -163,7 +163,7 @@ TEST(ParseRunSpec, allows_equal_keys_in_different_objects) {
 TEST(ParseRunSpec, rejects_an_unknown_backend_and_user) {
   EXPECT_EQ(ParseError(R"({"backend": "docker"})"),
             "backend: must be auto, ns or vm (got \"docker\")");
-  EXPECT_EQ(ParseError(R"({"user": "admin"})"), "user: must be sandbox or root (got \"admin\")");
+  EXPECT_EQ(ParseError(R"({"user": "admin"})"), "user: must be sandbox, root or UID[:GID] with ids 0 to 65535 (got \"admin\")");
 }
 
 TEST(ParseRunSpec, accepts_only_network_none) {
@@ -409,11 +409,11 @@ TEST_F(ValidateRunSpecTest, accepts_the_host_image_and_an_existing_directory) {
 TEST_F(ValidateRunSpecTest, rejects_an_image_that_is_not_local) {
   spec_.sandbox.image = "python:3.12";
   EXPECT_EQ(ValidateError(),
-            "image: no such local image \"python:3.12\" (images are never pulled)");
+            "image: no such local image \"python:3.12\" (images are never pulled; add one with smolbox image import FILE)");
   spec_.sandbox.image = Path("missing");
   EXPECT_EQ(
       ValidateError(),
-      fmt::format("image: no such local image \"{}\" (images are never pulled)", spec_.sandbox.image));
+      fmt::format("image: no such rootfs directory {}", spec_.sandbox.image));
   spec_.sandbox.image = "";
   EXPECT_TRUE(ValidateError().starts_with("image: no such local image"));
 }
@@ -553,11 +553,19 @@ TEST(BackendKindNames, reject_an_unknown_name) {
   EXPECT_EQ(ErrorOf(ParseBackendKind("kvm")), "backend: must be auto, ns or vm (got \"kvm\")");
 }
 
-TEST(UserKindNames, round_trip) {
-  EXPECT_EQ(ToString(UserKind::kSandbox), "sandbox");
-  EXPECT_EQ(ParseUserKind("root"), UserKind::kRoot);
-  EXPECT_EQ(ParseUserKind("sandbox"), UserKind::kSandbox);
-  EXPECT_FALSE(ParseUserKind("Root"));
+TEST(WorkloadUserNames, round_trip) {
+  EXPECT_EQ(ToString(WorkloadUser::Sandbox()), "sandbox");
+  EXPECT_EQ(ParseWorkloadUser("root"), WorkloadUser::Root());
+  EXPECT_EQ(ParseWorkloadUser("sandbox"), WorkloadUser::Sandbox());
+  EXPECT_EQ(ParseWorkloadUser("1234"), (WorkloadUser{1234, 1234}));
+  EXPECT_EQ(ParseWorkloadUser("1234:55"), (WorkloadUser{1234, 55}));
+  EXPECT_EQ(ToString(WorkloadUser{1234, 55}), "1234:55");
+  EXPECT_EQ(ParseWorkloadUser("0:0"), WorkloadUser::Root());
+  for (const char* bad : {"Root", "65536", "1:65536", "-1", "1:", ":1", "12a"}) {
+    auto refused = ParseWorkloadUser(bad);
+    ASSERT_FALSE(refused) << bad;
+    EXPECT_EQ(refused.error().where, "user");
+  }
 }
 
 TEST(ParseVolume, reads_host_and_guest_as_read_write) {
