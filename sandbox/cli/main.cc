@@ -24,7 +24,9 @@
 #include "guest_dir.h"
 #include "keeper.h"
 #include "sandbox_state.h"
+#include "image_command.h"
 #include "smolbox/backend.h"
+#include "smolbox/image_spec.h"
 #include "smolbox/result.h"
 #include "smolbox/spec.h"
 #include "smolbox/units.h"
@@ -108,9 +110,10 @@ void AddSpecOptions(CLI::App& run, RunFlags& f) {
           "slow, but real; only when asked for) (default auto)",
           "auto|kvm|tcg");
   AddFlag(run, "--image", f.image,
-          "root filesystem: host (the host's /usr, /lib* and /bin, read-only) or a rootfs "
-          "directory; never pulled (default host)",
-          "host|DIR");
+          "root filesystem: host (the host's /usr, /lib* and /bin, read-only); a rootfs "
+          "directory, told by its leading / or . (./rootfs); or else an image that smolbox image "
+          "import brought into the store, by NAME[:TAG] or ID. Never pulled (default host)",
+          "host|DIR|NAME[:TAG]");
   run.add_option("-e,--env", f.env, "set a variable; repeatable; no host variable leaks in")
       ->type_name("KEY=VALUE")
       ->allow_extra_args(false);
@@ -124,7 +127,7 @@ void AddSpecOptions(CLI::App& run, RunFlags& f) {
       ->allow_extra_args(false);
   AddFlag(run, "--user", f.user,
           "sandbox (1000, no capabilities), root (root only inside the sandbox) or any ids "
-          "up to 65535, the GID defaulting to the UID (default sandbox)",
+          "up to 65535, the GID defaulting to the UID (default sandbox, or the image's User)",
           "sandbox|root|UID[:GID]");
   AddFlag(run, "--stdin", f.stdin_file, "stream this host file (any size) to the command's stdin", "FILE");
   run.add_flag("--no-snapshot", f.no_snapshot,
@@ -420,11 +423,12 @@ Expected<void> ApplyEgressFlags(const RunFlags& f, smolbox::EgressSpec& egress) 
   return {};
 }
 
-// A bare image name stays a name (for the image store); a path is made absolute.
+// A path (it starts with / or .) is made absolute; anything else but "host" is a store
+// reference, resolved once the whole spec is known (ApplyStoreImage).
 Expected<void> ApplyImage(const Flag& image, smolbox::SandboxSpec& spec) {
   if (!image) return {};
   spec.image = image.value;
-  if (image.value.find('/') == std::string::npos || image.value.starts_with('/')) return {};
+  if (!image.value.starts_with('.')) return {};
   SMOLBOX_ASSIGN_OR_RETURN(auto abs, Absolute(image.value, "--image"));
   spec.image = abs;
   return {};
@@ -463,6 +467,13 @@ Expected<smolbox::RunSpec> BuildSpec(const RunFlags& f) {
   }
   if (!f.command.empty()) spec.exec.argv = f.command;
   if (f.no_snapshot) spec.sandbox.vm_snapshot = false;
+  if (smolbox::image::IsStoreReference(spec.sandbox.image)) {
+    // The image's User and WorkingDir, unless the flags or the spec file named their own.
+    smolbox::image::CallerChoices given;
+    given.user = f.user || spec.sandbox.user != smolbox::WorkloadUser::Sandbox();
+    given.workdir = f.workdir || spec.sandbox.workdir != smolbox::SandboxSpec{}.workdir;
+    SMOLBOX_TRY(smolbox::image::ApplyStoreImage(spec, given));
+  }
   return spec;
 }
 
@@ -667,6 +678,8 @@ int main(int argc, char** argv) {
   AddExecCommand(app, sandbox);
   AddLsCommand(app, sandbox);
   AddRmCommand(app, sandbox);
+  smolbox::cli::ImageFlags image_flags;
+  CLI::App* image = smolbox::cli::AddImageCommand(app, image_flags);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -678,6 +691,7 @@ int main(int argc, char** argv) {
     if (app.got_subcommand("exec")) return Exec(sandbox);
     if (app.got_subcommand("ls")) return List(sandbox);
     if (app.got_subcommand("rm")) return Remove(sandbox);
+    if (app.got_subcommand(image)) return smolbox::cli::RunImageCommand(*image, image_flags);
     return Run(flags);
   } catch (const std::exception& e) {
     fmt::print(stderr, "smolbox: internal error: {}\n", e.what());

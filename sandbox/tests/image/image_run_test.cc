@@ -1,0 +1,155 @@
+// Images built the way users build them (umoci and skopeo, offline, from the host's python3 and
+// node), imported through the real CLI and run on the ns backend: the image's tree is the
+// root, its config is honoured as docker honours it, and flags override it.
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <memory>
+
+#include "smolbox_runner.h"
+#include "test_support.h"
+
+namespace smolbox::testing {
+namespace {
+
+namespace fs = std::filesystem;
+
+// One build of the test images and one store for the whole suite: building takes seconds.
+class ImageRun : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    images_ = std::make_unique<TempDir>("image-run");
+    ProgramRun build = RunProgram({"/bin/bash", SMOLBOX_IMAGE_TEST_DIR "/build_test_images.sh", images_->path(),
+                                   HelperPath("file_cat")});
+    build_error_ = build.exit_code == 0 ? "" : "build_test_images.sh: " + build.err;
+  }
+  static void TearDownTestSuite() { images_.reset(); }
+
+  void SetUp() override {
+    ASSERT_EQ(build_error_, "");
+    ASSERT_EQ(Smolbox({"image", "import", images_->path() + "/py.tar"}).exit_code, 0);
+    ASSERT_EQ(Smolbox({"image", "import", images_->path() + "/layout", "--name", "test/tool:tool"}).exit_code, 0);
+  }
+
+  Invocation Smolbox(const std::vector<std::string>& args) {
+    return RunSmolbox(args, {"SMOLBOX_IMAGE_STORE=" + store_.path() + "/store"});
+  }
+
+  virtual std::vector<std::string> Backend() const { return {"--backend", "ns"}; }
+
+  // `smolbox run --json BACKEND OPTIONS [-- COMMAND]`
+  Invocation Run(std::vector<std::string> options, const std::vector<std::string>& command = {}) {
+    std::vector<std::string> args = {"run", "--json"};
+    for (const std::string& word : Backend()) args.push_back(word);
+    args.insert(args.end(), options.begin(), options.end());
+    if (!command.empty()) args.push_back("--");
+    args.insert(args.end(), command.begin(), command.end());
+    return Smolbox(args);
+  }
+
+  static std::string Stdout(const Invocation& run) {
+    return run.result.is_object() ? run.result.value("stdout", "") : "";
+  }
+
+  static inline std::unique_ptr<TempDir> images_;
+  static inline std::string build_error_;
+  TempDir store_{"image-store"};
+};
+
+TEST_F(ImageRun, python_and_node_run_from_the_image_and_os_release_is_the_images) {
+  Invocation py = Run({"--image", "test/py:1"}, {"python3", "-c", "import sys; print(open('/etc/os-release').read() + sys.executable)"});
+  ASSERT_EQ(py.exit_code, 0) << py.err << py.out;
+  EXPECT_NE(Stdout(py).find("ID=smolbox-test"), std::string::npos) << Stdout(py);
+  EXPECT_NE(Stdout(py).find("/usr/bin/python3"), std::string::npos);
+  Invocation node = Run({"--image", "test/py:1"}, {"/usr/bin/node", "-e", "console.log(require('fs').readFileSync('/etc/os-release', 'utf8'))"});
+  ASSERT_EQ(node.exit_code, 0) << node.err << node.out;
+  EXPECT_NE(Stdout(node).find("PRETTY_NAME=\"smolbox test image\""), std::string::npos) << Stdout(node);
+  // Not the host's: the image has no /etc/debian_version.
+  Invocation host_file = Run({"--image", "test/py:1"}, {"python3", "-c", "import os; print(os.path.exists('/etc/debian_version'))"});
+  EXPECT_EQ(Stdout(host_file), "False\n");
+}
+
+TEST_F(ImageRun, honours_the_images_cmd_env_working_dir_and_user) {
+  Invocation defaults = Run({"--image", "test/py:1"});
+  ASSERT_EQ(defaults.exit_code, 0) << defaults.err << defaults.out;
+  EXPECT_EQ(Stdout(defaults), "app 42\n");  // Cmd: python3 main.py, in WorkingDir /srv/app
+  Invocation seen = Run({"--image", "test/py:1"}, {"python3", "-c", "import os; print(os.getuid(), os.getgid(), os.getcwd(), os.environ['FROM_IMAGE'], os.environ['PATH'])"});
+  // User "app" is 1234:1234 in the image's own /etc/passwd.
+  EXPECT_EQ(Stdout(seen), "1234 1234 /srv/app yes /usr/bin:/bin\n") << seen.err;
+}
+
+TEST_F(ImageRun, env_workdir_and_user_flags_override_the_image) {
+  Invocation run = Run({"--image", "test/py:1", "-e", "OVERRIDE=flag", "-w", "/tmp", "--user", "77:88"},
+                       {"python3", "-c", "import os; print(os.environ['OVERRIDE'], os.environ['FROM_IMAGE'], os.getcwd(), os.getuid(), os.getgid())"});
+  ASSERT_EQ(run.exit_code, 0) << run.err << run.out;
+  EXPECT_EQ(Stdout(run), "flag yes /tmp 77 88\n");
+  Invocation root = Run({"--image", "test/py:1", "--user", "root"}, {"python3", "-c", "import os; print(os.getuid(), open('/proc/self/status').read().split('NoNewPrivs:')[1].split()[0])"});
+  // Root of its user namespace only, and no_new_privs still holds.
+  EXPECT_EQ(Stdout(root), "0 1\n") << root.err;
+}
+
+TEST_F(ImageRun, the_entrypoint_takes_cmd_or_the_command_as_its_arguments) {
+  Invocation defaults = Run({"--image", "test/tool:tool"});
+  ASSERT_EQ(defaults.exit_code, 0) << defaults.err << defaults.out;
+  EXPECT_EQ(Stdout(defaults), "ID=tool\n");  // Entrypoint /bin/tool, Cmd /etc/os-release
+  Invocation args = Run({"--image", "test/tool:tool"}, {"/proc/self/status"});
+  ASSERT_EQ(args.exit_code, 0) << args.err;
+  // The command replaced Cmd and went to the Entrypoint: uid 4321 is the image's User.
+  EXPECT_NE(Stdout(args).find("Uid:\t4321"), std::string::npos) << Stdout(args);
+}
+
+TEST_F(ImageRun, the_layers_whiteout_and_opaque_directory_hold_in_the_sandbox) {
+  Invocation run = Run({"--image", "test/py:1"}, {"python3", "-c", "import os; print(os.path.exists('/srv/app/deleted.txt'), sorted(os.listdir('/srv/data')))"});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_EQ(Stdout(run), "False ['new']\n");
+}
+
+TEST_F(ImageRun, storage_volumes_and_limits_work_on_an_image_root) {
+  TempDir volume("image-volume");
+  volume.Write("in.txt", "from the host\n");
+  Invocation run = Run({"--image", "test/py:1", "-v", volume.path() + ":/data:ro", "--mem", "128M"},
+                       {"python3", "-c", "open('/work/out', 'w').write('x'); print(open('/data/in.txt').read(), end='');"
+                                         "open('/srv/app/x', 'w')"});
+  EXPECT_EQ(Stdout(run), "from the host\n") << run.err;
+  // The image's tree is read-only.
+  EXPECT_NE(run.result.value("stderr", "").find("Read-only file system"), std::string::npos) << run.result.dump();
+}
+
+TEST_F(ImageRun, an_image_never_imported_is_a_clear_error_naming_import) {
+  Invocation run = Smolbox({"run", "--backend", "ns", "--image", "never/imported:1", "--", "python3", "-c", "1"});
+  EXPECT_EQ(run.exit_code, 125);
+  EXPECT_NE(run.err.find("no image \"never/imported:1\""), std::string::npos) << run.err;
+  EXPECT_NE(run.err.find("smolbox image import"), std::string::npos) << run.err;
+}
+
+TEST_F(ImageRun, a_removed_image_is_no_longer_listed_and_its_layers_are_freed) {
+  Invocation listed = Smolbox({"image", "ls"});
+  ASSERT_EQ(listed.exit_code, 0);
+  EXPECT_NE(listed.out.find("test/py"), std::string::npos) << listed.out;
+  std::string blobs = store_.path() + "/store/blobs/sha256";
+  size_t before = 0, after = 0;
+  for ([[maybe_unused]] const auto& e : fs::directory_iterator(blobs)) ++before;
+  Invocation removed = Smolbox({"image", "rm", "test/py:1"});
+  ASSERT_EQ(removed.exit_code, 0) << removed.err;
+  EXPECT_NE(removed.out.find("deleted: sha256:"), std::string::npos) << removed.out;
+  for ([[maybe_unused]] const auto& e : fs::directory_iterator(blobs)) ++after;
+  EXPECT_EQ(after, before - 3);  // py's three layers; tool's stays
+  listed = Smolbox({"image", "ls"});
+  EXPECT_EQ(listed.out.find("test/py"), std::string::npos) << listed.out;
+  EXPECT_NE(listed.out.find("test/tool"), std::string::npos) << listed.out;
+  Invocation run = Run({"--image", "test/py:1"}, {"python3", "-c", "1"});
+  EXPECT_EQ(run.exit_code, 125);
+}
+
+TEST_F(ImageRun, a_persistent_sandbox_runs_its_execs_in_the_image) {
+  std::string name = "img-" + RandomToken().substr(7, 8);
+  Invocation created = Smolbox({"create", name, "--backend", "ns", "--image", "test/py:1"});
+  ASSERT_EQ(created.exit_code, 0) << created.err;
+  Invocation exec = Smolbox({"exec", name, "--json", "--", "python3", "-c", "import os; print(os.getuid(), os.getcwd(), open('/etc/os-release').read().split()[-1])"});
+  Smolbox({"rm", "-f", name});
+  EXPECT_EQ(Stdout(exec), "1234 /srv/app ID=smolbox-test\n") << exec.err << exec.out;
+}
+
+}  // namespace
+}  // namespace smolbox::testing
