@@ -84,3 +84,13 @@ class ImageStore {
 };
 
 }  // namespace smolbox::image
+
+namespace smolbox::image {
+
+// A microVM's read-only disk for the store image whose tree is rootfs: one erofs file, made
+// with mkfs.erofs on first use and kept beside the tree (images/<id>/rootfs.erofs), so that the
+// boot snapshot, keyed by the disk, is made once per image. Nothing when rootfs is not the tree
+// of an image in the default store.
+Expected<std::optional<std::string>> ErofsOfStoreImage(const std::string& rootfs);
+
+}  // namespace smolbox::image

@@ -121,7 +121,7 @@ Expected<void> MirrorImage(const std::string& view) {
   if (!dir) return std::unexpected(Error::Sys("open the rootfs image"));
   while (dirent* entry = readdir(dir.get())) {
     std::string name = entry->d_name;
-    if (name == "." || name == ".." || name == "proc" || name == "sys" || name == "dev" || name == "etc" || name == "tmp") continue;
+    if (name == "." || name == ".." || name == "proc" || name == "sys" || name == "dev" || name == "etc" || name == "tmp" || name == "image") continue;
     std::string source = fmt::format("{}/{}", kImageMount, name);
     std::string target = fmt::format("{}/{}", view, name);
     struct stat st{};
@@ -167,6 +167,11 @@ Expected<void> EnterHostView() {
   const std::string view = kHostView;
   SMOLBOX_TRY(MirrorImage(view));
   SMOLBOX_TRY(KeepEgressSetup(view));
+  // The whole image too: a setup whose disk is a store image makes the workload's root of it
+  // (guest_run.cc).
+  std::string image = view + kImageMount;
+  if (mkdir(image.c_str(), 0755) != 0) return std::unexpected(Error::Sys("mkdir " + image));
+  SMOLBOX_TRY(BindReadOnly(kImageMount, image));
   for (const char* dir : {"proc", "sys", "dev", "newroot", "storage", "volumes", "tmp"}) {
     if (mkdir((view + "/" + dir).c_str(), 0755) != 0) return std::unexpected(Error::Sys(fmt::format("mkdir /{}", dir)));
   }

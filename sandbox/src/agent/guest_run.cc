@@ -16,6 +16,8 @@ namespace smolbox::agent {
 namespace {
 
 constexpr const char* kNewRoot = "/newroot";
+// The whole disk, bound there by the boot (guest_boot.cc), for a store image's root.
+constexpr const char* kImageRoot = "/image";
 constexpr const char* kStorageMount = "/storage";
 
 // cache=mmap: write() still reaches the host's storage at once, so the host copies back
@@ -51,6 +53,7 @@ Expected<WorkloadCgroup> SetUpGuestRun(const GuestSetup& setup) {
   plan.uid = setup.uid;
   plan.gid = setup.gid;
   plan.proc_options = "hidepid=invisible";
+  if (setup.image_root) plan.image = kImageRoot;
   for (const auto& v : setup.volumes) {
     confine::VolumeBind bind{v.target, v.read_only, "", -1, v.storage_dir};
     if (v.read_only) {

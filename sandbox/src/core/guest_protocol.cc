@@ -9,7 +9,7 @@ namespace smolbox {
 
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(GuestVolume, target, read_only, tag, storage_dir)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(GuestSetup, volumes, workdir, uid, gid, memory_bytes, pids, cpus,
-                                   egress)
+                                   egress, image_root)
 // The seed is the message's tail, not a field.
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(GuestRestore, realtime_sec, realtime_nsec, hostname)
 

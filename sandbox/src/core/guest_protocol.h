@@ -53,6 +53,9 @@ struct GuestSetup {
   // Whether the workload may reach the network: its connections and DNS then go through the
   // egress port (egress_link.h) to the host's gateway.
   bool egress = false;
+  // The disk is an image from the store, not the host image: it becomes the workload's root
+  // with its own /etc, as a rootfs directory does on the ns backend.
+  bool image_root = false;
 };
 
 channel::Message EncodeGuestSetup(const GuestSetup& setup);

@@ -1,3 +1,4 @@
+#include "smolbox/image_store.h"
 #include "vm_backend.h"
 
 #include <fcntl.h>
@@ -100,9 +101,6 @@ struct Vm {
 };
 
 Expected<void> CheckSpec(const SandboxSpec& spec) {
-  if (spec.image != "host") {
-    return std::unexpected(Error::Field("image", "the vm backend runs the host image only (its rootfs is built by scripts/build-guest)"));
-  }
   if (spec.limits.memory_mib < kMinVmMemoryMiB) {
     return std::unexpected(Error::Field("limits.memory_mib", fmt::format("{} MiB is below the vm backend's floor of {} MiB",
                                                                          spec.limits.memory_mib, kMinVmMemoryMiB)));
@@ -243,6 +241,7 @@ GuestSetup MakeGuestSetup(const SandboxSpec& spec, const Vm& vm) {
   // Whole CPUs are the vCPUs; a fraction is a quota inside.
   setup.cpus = spec.limits.cpus < VcpusFor(spec) ? spec.limits.cpus : 0;
   setup.egress = spec.egress.policy.Enabled();
+  setup.image_root = spec.image != "host";
   for (size_t i = 0; i < vm.volumes.size(); ++i) {
     const auto& v = vm.volumes[i];
     setup.volumes.push_back(GuestVolume{v.mount->target, v.mount->read_only,
@@ -396,6 +395,21 @@ Expected<void> SetUpGuest(const SandboxSpec& spec, Vm& vm) {
   return ExpectReply(done, "guest setup", "setup_done");
 }
 
+// A store image replaces the host image as the guest's disk; the boot snapshot, keyed by the
+// disk, follows. A rootfs directory has no disk form.
+Expected<void> UseStoreImage(const SandboxSpec& spec, GuestArtifacts& guest) {
+  if (spec.image == "host") return {};
+  SMOLBOX_ASSIGN_OR_RETURN(auto disk, image::ErofsOfStoreImage(spec.image));
+  if (!disk) {
+    return std::unexpected(Error::Field("image", "the vm backend runs the host image or an image from the store "
+                                                 "(smolbox image import); a rootfs directory runs on the ns backend only"));
+  }
+  UniqueFd fd(open(disk->c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
+  if (!fd.valid()) return std::unexpected(Error::Sys("open " + *disk));
+  guest.rootfs = std::move(fd);
+  return {};
+}
+
 Expected<void> Prepare(const SandboxSpec& spec, Vm& vm, RunResult& result) {
   SMOLBOX_TRY(CheckSpec(spec));
   if (spec.egress.policy.Enabled()) {
@@ -406,6 +420,7 @@ Expected<void> Prepare(const SandboxSpec& spec, Vm& vm, RunResult& result) {
   auto guest = OpenGuestArtifacts(GuestDir());
   SMOLBOX_TRY(guest);
   vm.guest = std::move(*guest);
+  SMOLBOX_TRY(UseStoreImage(spec, vm.guest));
   auto volumes = shared::OpenVolumes(spec);
   SMOLBOX_TRY(volumes);
   vm.volumes = std::move(*volumes);

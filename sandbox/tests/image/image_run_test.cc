@@ -1,6 +1,7 @@
 // Images built the way users build them (umoci and skopeo, offline, from the host's python3 and
-// node), imported through the real CLI and run on the ns backend: the image's tree is the
-// root, its config is honoured as docker honours it, and flags override it.
+// node), imported through the real CLI and run on the ns backend, and on the vm backend under
+// TCG: the image's tree is the root, its config is honoured as docker honours it, and flags
+// override it.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
@@ -149,6 +150,37 @@ TEST_F(ImageRun, a_persistent_sandbox_runs_its_execs_in_the_image) {
   Invocation exec = Smolbox({"exec", name, "--json", "--", "python3", "-c", "import os; print(os.getuid(), os.getcwd(), open('/etc/os-release').read().split()[-1])"});
   Smolbox({"rm", "-f", name});
   EXPECT_EQ(Stdout(exec), "1234 /srv/app ID=smolbox-test\n") << exec.err << exec.out;
+}
+
+// The same images in a microVM under TCG: the image becomes the guest's disk (one erofs per
+// image), with its own boot snapshot.
+class ImageRunVm : public ImageRun {
+ protected:
+  std::vector<std::string> Backend() const override { return {"--backend", "vm", "--accel", "tcg"}; }
+};
+
+TEST_F(ImageRunVm, python_and_node_run_from_the_image_with_its_config) {
+  Invocation defaults = Run({"--image", "test/py:1"});
+  ASSERT_EQ(defaults.exit_code, 0) << defaults.err << defaults.out;
+  EXPECT_EQ(Stdout(defaults), "app 42\n");
+  Invocation py = Run({"--image", "test/py:1", "-e", "OVERRIDE=flag"},
+                      {"python3", "-c", "import os; print(open('/etc/os-release').read().split()[-1], os.getuid(), os.getgid(), os.getcwd(), "
+                                        "os.environ['FROM_IMAGE'], os.environ['OVERRIDE'], os.path.exists('/srv/app/deleted.txt'), os.listdir('/srv/data'))"});
+  ASSERT_EQ(py.exit_code, 0) << py.err << py.out;
+  EXPECT_EQ(Stdout(py), "ID=smolbox-test 1234 1234 /srv/app yes flag False ['new']\n");
+  Invocation node = Run({"--image", "test/py:1"}, {"/usr/bin/node", "-e", "console.log(require('fs').readFileSync('/etc/os-release', 'utf8').length > 0, process.getuid())"});
+  ASSERT_EQ(node.exit_code, 0) << node.err << node.out;
+  EXPECT_EQ(Stdout(node), "true 1234\n");
+}
+
+TEST_F(ImageRunVm, the_entrypoint_runs_and_a_rootfs_directory_is_refused_clearly) {
+  Invocation tool = Run({"--image", "test/tool:tool"});
+  ASSERT_EQ(tool.exit_code, 0) << tool.err << tool.out;
+  EXPECT_EQ(Stdout(tool), "ID=tool\n");
+  TempDir rootfs("image-rootfs");
+  Invocation dir = Smolbox({"run", "--backend", "vm", "--accel", "tcg", "--image", rootfs.path(), "--", "/bin/true"});
+  EXPECT_EQ(dir.exit_code, 125);
+  EXPECT_NE(dir.err.find("a rootfs directory runs on the ns backend only"), std::string::npos) << dir.err;
 }
 
 }  // namespace

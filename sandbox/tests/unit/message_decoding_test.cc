@@ -355,7 +355,7 @@ TEST(EncodeMessages, keep_the_wire_format) {
             R"("peak_memory_bytes":5000000,"signal":9,"status":"memory_limit",)"
             R"("stderr_truncated":false,"stdout_truncated":true,"type":"exit","wall_ms":1000})");
   EXPECT_EQ(EncodeGuestSetup(SomeSetup()).header.dump(),
-            R"({"cpus":0.5,"egress":false,"gid":1000,"memory_bytes":536870912,"pids":64,"type":"setup",)"
+            R"({"cpus":0.5,"egress":false,"gid":1000,"image_root":false,"memory_bytes":536870912,"pids":64,"type":"setup",)"
             R"("uid":1000,"volumes":[{"read_only":true,"storage_dir":"","tag":"vol0",)"
             R"("target":"/in"},{"read_only":false,"storage_dir":"volumes/1","tag":"",)"
             R"("target":"/out"}],"workdir":"/work"})");
