@@ -5,6 +5,10 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <filesystem>
 #include <memory>
 
@@ -150,6 +154,55 @@ TEST_F(ImageRun, a_persistent_sandbox_runs_its_execs_in_the_image) {
   Invocation exec = Smolbox({"exec", name, "--json", "--", "python3", "-c", "import os; print(os.getuid(), os.getcwd(), open('/etc/os-release').read().split()[-1])"});
   Smolbox({"rm", "-f", name});
   EXPECT_EQ(Stdout(exec), "1234 /srv/app ID=smolbox-test\n") << exec.err << exec.out;
+}
+
+TEST_F(ImageRun, a_spec_file_names_a_store_image_as_the_flag_does) {
+  std::string spec = store_.Write("job.json", R"json({"image": "test/py:1", "argv": ["python3", "-c", "import os; print(os.getuid())"]})json");
+  Invocation run = Smolbox({"run", "--json", "--backend", "ns", "--spec", spec});
+  ASSERT_EQ(run.exit_code, 0) << run.err << run.out;
+  EXPECT_EQ(Stdout(run), "1234\n");
+}
+
+TEST_F(ImageRun, bad_import_flags_are_errors_naming_the_flag) {
+  Invocation files = Smolbox({"image", "import", images_->path() + "/py.tar", "--max-files", "0"});
+  EXPECT_EQ(files.exit_code, 125);
+  EXPECT_NE(files.err.find("--max-files: must be a positive integer"), std::string::npos) << files.err;
+  Invocation name = Smolbox({"image", "import", images_->path() + "/py.tar", "--name", "Bad Name"});
+  EXPECT_EQ(name.exit_code, 125);
+  EXPECT_NE(name.err.find("--name: \"Bad Name\" is not an image name"), std::string::npos) << name.err;
+  Invocation bomb = Smolbox({"image", "import", images_->path() + "/py.tar", "--name", "test/small:1", "--max-size", "1M"});
+  EXPECT_EQ(bomb.exit_code, 125);
+  EXPECT_NE(bomb.err.find("more than 1048576 bytes"), std::string::npos) << bomb.err;
+  EXPECT_NE(Smolbox({"image", "ls"}).out.find("test/py"), std::string::npos);
+  EXPECT_EQ(Smolbox({"image", "ls"}).out.find("test/small"), std::string::npos);
+}
+
+TEST_F(ImageRun, an_import_killed_midway_leaves_what_the_next_import_sweeps) {
+  ASSERT_EQ(Smolbox({"image", "rm", "test/py:1"}).exit_code, 0);
+  std::string store = store_.path() + "/store";
+  for (int delay_ms : {50, 200, 400}) {
+    pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      setenv("SMOLBOX_IMAGE_STORE", store.c_str(), 1);
+      execl(SmolboxPath().c_str(), "smolbox", "image", "import", (images_->path() + "/py.tar").c_str(), nullptr);
+      _exit(127);
+    }
+    usleep(delay_ms * 1000);
+    kill(pid, SIGKILL);
+    int status = 0;
+    waitpid(pid, &status, 0);
+  }
+  // Whatever the kills left, the next import sweeps it, and the image comes in whole.
+  ASSERT_EQ(Smolbox({"image", "import", images_->path() + "/py.tar"}).exit_code, 0);
+  EXPECT_TRUE(fs::is_empty(store + "/tmp"));
+  size_t blobs = 0;
+  for (const auto& entry : fs::directory_iterator(store + "/blobs/sha256")) {
+    EXPECT_FALSE(entry.path().filename().string().starts_with(".tmp-")) << entry.path();
+    ++blobs;
+  }
+  EXPECT_EQ(blobs, 4u);  // py's three layers and tool's one
+  EXPECT_EQ(Stdout(Run({"--image", "test/py:1"})), "app 42\n");
 }
 
 // The same images in a microVM under TCG: the image becomes the guest's disk (one erofs per
