@@ -10,6 +10,7 @@
 
 #include <memory>
 
+#include "archive_error.h"
 #include "beneath.h"
 
 namespace smolbox::image {
@@ -68,7 +69,7 @@ Expected<void> ImageInput::UnpackTar(int tar_fd, int64_t max_bytes, int64_t max_
   archive_read_support_filter_zstd(reader.get());
   if (archive_read_open_fd(reader.get(), tar_fd, 1 << 16) != ARCHIVE_OK) {
     return std::unexpected(Error{"import", fmt::format("{} is neither a directory nor a tar: {}", origin_,
-                                                       archive_error_string(reader.get())), 0});
+                                                       ArchiveError(reader.get())), 0});
   }
   archive_entry* entry = nullptr;
   int64_t entries = 0, bytes = 0;
@@ -106,12 +107,12 @@ Expected<void> ImageInput::UnpackTar(int tar_fd, int64_t max_bytes, int64_t max_
         done += static_cast<size_t>(n);
       }
     }
-    if (rc != ARCHIVE_EOF) return std::unexpected(Error{"import", fmt::format("reading {:?} of {}: {}", name, origin_, archive_error_string(reader.get())), 0});
+    if (rc != ARCHIVE_EOF) return std::unexpected(Error{"import", fmt::format("reading {:?} of {}: {}", name, origin_, ArchiveError(reader.get())), 0});
     if (ftruncate(out.get(), archive_entry_size(entry)) != 0) return std::unexpected(Error::Sys("import: truncate a staging file"));
     files_[name] = file;
   }
   if (rc != ARCHIVE_EOF) {
-    return std::unexpected(Error{"import", fmt::format("{} is not a readable tar: {}", origin_, archive_error_string(reader.get())), 0});
+    return std::unexpected(Error{"import", fmt::format("{} is not a readable tar: {}", origin_, ArchiveError(reader.get())), 0});
   }
   return {};
 }

@@ -11,6 +11,7 @@
 #include <memory>
 #include <set>
 
+#include "archive_error.h"
 #include "beneath.h"
 #include "unique_fd.h"
 
@@ -152,7 +153,7 @@ Expected<void> LayerWriter::WriteFile(int parent, const std::string& name, const
     end = std::max<int64_t>(end, offset + static_cast<int64_t>(length));
   }
   if (rc != ARCHIVE_EOF) {
-    return std::unexpected(Error{what_, fmt::format("reading {:?}: {}", path, archive_error_string(reader_)), 0});
+    return std::unexpected(Error{what_, fmt::format("reading {:?}: {}", path, ArchiveError(reader_)), 0});
   }
   end = std::max(end, size);
   if (ftruncate(out.get(), end) != 0) return std::unexpected(Error::Sys(fmt::format("{}: truncate {}", what_, path)));
@@ -207,7 +208,7 @@ Expected<void> ApplyLayer(int blob_fd, int root_fd, const std::string& what, Lay
   archive_read_support_filter_zstd(reader.get());
   if (lseek(blob_fd, 0, SEEK_SET) != 0) return std::unexpected(Error::Sys(what + ": seek"));
   if (archive_read_open_fd(reader.get(), blob_fd, 1 << 16) != ARCHIVE_OK) {
-    return std::unexpected(Error{what, fmt::format("not a tar: {}", archive_error_string(reader.get())), 0});
+    return std::unexpected(Error{what, fmt::format("not a tar: {}", ArchiveError(reader.get())), 0});
   }
   LayerWriter writer(reader.get(), root_fd, what, budget);
   archive_entry* entry = nullptr;
@@ -216,7 +217,7 @@ Expected<void> ApplyLayer(int blob_fd, int root_fd, const std::string& what, Lay
     SMOLBOX_TRY(writer.Apply(entry));
   }
   if (rc != ARCHIVE_EOF) {
-    return std::unexpected(Error{what, fmt::format("not a readable tar: {}", archive_error_string(reader.get())), 0});
+    return std::unexpected(Error{what, fmt::format("not a readable tar: {}", ArchiveError(reader.get())), 0});
   }
   Warn(writer.dropped(), what, warnings);
   return {};
