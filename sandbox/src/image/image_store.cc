@@ -259,7 +259,7 @@ Expected<void> MakeLayout(const Paths& paths) {
   return {};
 }
 
-// The layer's blob in the store, copied in from the input with its digest checked, unless a
+// The layer's blob in the store, copied in from the input with its digest checked, unless an
 // earlier import left it there already.
 Expected<UniqueFd> StoreBlob(const Paths& paths, const ImageInput& input, const BlobRef& layer, int64_t max_bytes,
                              const std::string& what) {
@@ -451,8 +451,11 @@ Expected<std::vector<ImageInfo>> ImageStore::List() const {
   SMOLBOX_ASSIGN_OR_RETURN(auto ids, ImageIds(paths));
   std::vector<ImageInfo> images;
   for (const std::string& id : ids) {
-    SMOLBOX_ASSIGN_OR_RETURN(auto image, ReadRecord(paths, id, tags));
-    images.push_back(std::move(image));
+    auto image = ReadRecord(paths, id, tags);
+    // Removed while we listed: no longer there to list.
+    if (!image && image.error().errnum == ENOENT) continue;
+    if (!image) return std::unexpected(image.error());
+    images.push_back(std::move(*image));
   }
   return images;
 }
