@@ -474,7 +474,7 @@ TEST(RenderCommand, renders_a_case_for_smolbox_ns_with_only_the_limits_it_sets) 
   auto profile = LoadProfile("smolbox:ns", kProfiles);
   ASSERT_TRUE(profile) << profile.error().ToString();
   EXPECT_EQ(Line(*profile),
-            "/bin/true run --json --backend ns --accel auto"
+            "/bin/true run --json --backend ns --accel auto --image host"
             " --cpus 0.5 --output-limit 65536B --timeout 2500ms"
             " --stdin /dev/stdin"
             " -v /cat:/payload:ro -v /host/case/in:/in:ro -v /host/case/out:/out:rw"
@@ -494,7 +494,7 @@ TEST(RenderCommand, renders_every_smolbox_limit_flag_in_units_smolbox_accepts) {
   c.limits = {{"timeout_ms", 1000}, {"cpu_ms", 500},     {"memory_mib", 64},     {"cpus", 1250},
               {"pids", 10},         {"storage_mib", 16}, {"output_bytes", 4096}, {"files", 64}};
   EXPECT_EQ(Line(*profile, c),
-            "/bin/true run --json --backend auto --accel auto"
+            "/bin/true run --json --backend auto --accel auto --image host"
             " --cpu-time 500ms --cpus 1.25 --files 64 --mem 64M --output-limit 4096B --pids 10"
             " --storage 16M --timeout 1000ms"
             " -v /cat:/payload:ro -w /work -- /usr/bin/python3 -u /payload/python/csv.py MARK");
@@ -505,7 +505,37 @@ TEST(RenderCommand, runs_smolbox_vm_tcg_as_the_vm_backend_on_emulation) {
   auto profile = LoadProfile("smolbox:vm-tcg", kProfiles);
   ASSERT_TRUE(profile) << profile.error().ToString();
   EXPECT_EQ(profile->name, "smolbox:vm-tcg");
-  EXPECT_TRUE(Line(*profile).starts_with("/bin/true run --json --backend vm --accel tcg ")) << Line(*profile);
+  EXPECT_TRUE(Line(*profile).starts_with("/bin/true run --json --backend vm --accel tcg --image host ")) << Line(*profile);
+}
+
+TEST(LoadProfile, an_at_image_runs_the_cases_in_an_image_from_the_store) {
+  ScopedEnv smolbox("SMOLBOX", "/bin/true");
+  auto profile = LoadProfile("smolbox:ns@test/py:1", kProfiles);
+  ASSERT_TRUE(profile) << profile.error().ToString();
+  EXPECT_EQ(profile->name, "smolbox:ns@test/py:1");
+  EXPECT_EQ(profile->variables.at("backend"), "ns");
+  EXPECT_NE(Line(*profile).find(" --image test/py:1 "), std::string::npos) << Line(*profile);
+  auto host = LoadProfile("smolbox:ns", kProfiles);
+  ASSERT_TRUE(host);
+  EXPECT_NE(Line(*host).find(" --image host "), std::string::npos) << Line(*host);
+  auto empty = LoadProfile("smolbox:ns@", kProfiles);
+  ASSERT_FALSE(empty);
+  EXPECT_EQ(empty.error().ToString(), "sandbox smolbox:ns@: names no image after @ (smolbox:ns@NAME[:TAG])");
+}
+
+TEST(LoadProfile, var_sets_a_declared_variable_and_refuses_an_undeclared_one) {
+  ScopedEnv smolbox("SMOLBOX", "/bin/true");
+  auto docker = LoadProfile("docker", kProfiles, {{"image", "python:3.11-slim"}});
+  ASSERT_TRUE(docker) << docker.error().ToString();
+  EXPECT_EQ(docker->variables.at("image"), "python:3.11-slim");
+  auto image = LoadProfile("smolbox:ns", kProfiles, {{"image", "app:1"}});
+  ASSERT_TRUE(image) << image.error().ToString();
+  EXPECT_NE(Line(*image).find(" --image app:1 "), std::string::npos) << Line(*image);
+  auto unknown = LoadProfile("smolbox:ns", kProfiles, {{"imgae", "app:1"}});
+  ASSERT_FALSE(unknown);
+  EXPECT_NE(unknown.error().ToString().find("--var imgae: the profile has no variable {imgae} (it has: accel, backend, image, smolbox)"),
+            std::string::npos)
+      << unknown.error().ToString();
 }
 
 Case EgressCase() {
@@ -525,7 +555,7 @@ TEST(RenderCommand, renders_an_egress_policy_as_smolbox_flags) {
   auto profile = LoadProfile("smolbox:ns", kProfiles);
   ASSERT_TRUE(profile) << profile.error().ToString();
   EXPECT_EQ(Line(*profile, EgressCase()),
-            "/bin/true run --json --backend ns --accel auto -v /cat:/payload:ro"
+            "/bin/true run --json --backend ns --accel auto --image host -v /cat:/payload:ro"
             " --net --allow-host api.allowed.test:80 --allow-host *.allowed.test"
             " --allow-cidr 192.0.2.10/32 -w /work -- /usr/bin/python3 -u /payload/python/csv.py MARK");
   EXPECT_EQ(CannotExpressEgress(*profile, EgressCase()), std::nullopt);

@@ -24,6 +24,7 @@ struct RunFlags {
   std::string sandbox = "smolbox:auto";
   std::string filter = "*";
   std::string category;
+  std::vector<std::string> vars;  // NAME=VALUE
   int jobs = 1;
   std::string report_dir;
   bool json = false;
@@ -63,7 +64,15 @@ std::string SandboxVersion(const Profile& profile) {
 int Run(const RunFlags& flags) {
   auto catalog = LoadCatalog(flags.catalog);
   if (!catalog) return fmt::print(stderr, "smolvm-check: {}\n", catalog.error().ToString()), kExitUsage;
-  auto profile = LoadProfile(flags.sandbox, flags.profiles);
+  std::map<std::string, std::string> overrides;
+  for (const std::string& var : flags.vars) {
+    size_t equals = var.find('=');
+    if (equals == std::string::npos || equals == 0) {
+      return fmt::print(stderr, "smolvm-check: --var: {:?} is not NAME=VALUE\n", var), kExitUsage;
+    }
+    overrides[var.substr(0, equals)] = var.substr(equals + 1);
+  }
+  auto profile = LoadProfile(flags.sandbox, flags.profiles, overrides);
   if (!profile) return fmt::print(stderr, "smolvm-check: {}\n", profile.error().ToString()), kExitUsage;
   std::vector<Case> cases = SelectCases(*catalog, flags.filter, flags.category);
   if (cases.empty()) {
@@ -100,10 +109,14 @@ void AddRunCommand(CLI::App& app, int& exit_code) {
   RunFlags& flags = *flags_ptr;
   CLI::App* run = app.add_subcommand("run", "Run the adversarial battery against a sandbox");
   run->add_option("--sandbox", flags.sandbox,
-                  "smolbox:ns, smolbox:auto, smolbox:vm, smolbox:vm-tcg, null, a profile name or a profile path")
+                  "smolbox:ns, smolbox:auto, smolbox:vm, smolbox:vm-tcg (each also as smolbox:ns@IMAGE, an image from smolbox's store), null, a profile name or a profile path")
       ->capture_default_str();
   run->add_option("--filter", flags.filter, "Only cases whose id matches this glob")->capture_default_str();
   run->add_option("--category", flags.category, "Only cases of this category");
+  run->add_option("--var", flags.vars,
+                  "Set a variable the profile declares, e.g. --var image=app:1 for smolbox's or docker's {image}; repeatable")
+      ->type_name("NAME=VALUE")
+      ->allow_extra_args(false);
   run->add_option("-j,--jobs", flags.jobs, "Cases to run in parallel")->check(CLI::Range(1, 64))->capture_default_str();
   run->add_option("--report-dir", flags.report_dir, "Write report.json, junit.xml and report.md here");
   run->add_flag("--json", flags.json, "Print report.json instead of the table");

@@ -90,8 +90,10 @@ struct Profile {
 };
 
 // "null", "smolbox:ns", "smolbox:auto", "smolbox:vm", "smolbox:vm-tcg", their "-fresh" vm
-// variants, a name in profiles_dir, or a path.
-Expected<Profile> LoadProfile(const std::string& sandbox, const std::string& profiles_dir);
+// variants, a name in profiles_dir, or a path. overrides set the profile's declared variables
+// (smolvm-check's --var image=app:1).
+Expected<Profile> LoadProfile(const std::string& sandbox, const std::string& profiles_dir,
+                              const std::map<std::string, std::string>& overrides = {});
 Expected<Profile> ParseProfile(const std::string& json_text, const std::string& origin);
 
 // One case, placed on the host: where its mounts and workdir are.

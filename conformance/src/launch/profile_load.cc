@@ -98,8 +98,19 @@ std::string VariantNames() {
   return names;
 }
 
-Expected<Profile> LoadSmolbox(const std::string& sandbox, const std::string& dir) {
-  const std::string name = sandbox.substr(std::string_view("smolbox:").size());
+// smolbox:VARIANT, or smolbox:VARIANT@IMAGE to run the cases in an image from smolbox's store
+// ({image}: smolbox run --image IMAGE).
+Expected<Profile> LoadSmolbox(const std::string& sandbox, const std::string& dir,
+                              const std::map<std::string, std::string>& overrides) {
+  std::string name = sandbox.substr(std::string_view("smolbox:").size());
+  std::string image = "host";
+  if (size_t at = name.find('@'); at != std::string::npos) {
+    image = name.substr(at + 1);
+    name.resize(at);
+    if (image.empty()) {
+      return std::unexpected(Error::Field(fmt::format("sandbox {}", sandbox), "names no image after @ (smolbox:ns@NAME[:TAG])"));
+    }
+  }
   auto variant = std::find_if(kSmolboxVariants.begin(), kSmolboxVariants.end(),
                               [&](const SmolboxVariant& v) { return v.name == name; });
   if (variant == kSmolboxVariants.end()) {
@@ -108,8 +119,8 @@ Expected<Profile> LoadSmolbox(const std::string& sandbox, const std::string& dir
                      fmt::format("unknown smolbox backend {:?} ({})", name, VariantNames())));
   }
   ProfileSettings settings{
-      {{"backend", variant->backend}, {"accel", variant->accel}, {"smolbox", SmolboxBinary()}},
-      variant->flags};
+      {{"backend", variant->backend}, {"accel", variant->accel}, {"smolbox", SmolboxBinary()}, {"image", image}},
+      variant->flags, overrides};
   SMOLBOX_ASSIGN_OR_RETURN(Profile profile, LoadProfileFile(dir + "/smolbox.json", sandbox, settings));
   profile.name = sandbox;
   profile.fresh_boot = Contains(variant->flags, "--no-snapshot");
@@ -119,12 +130,15 @@ Expected<Profile> LoadSmolbox(const std::string& sandbox, const std::string& dir
 
 }  // namespace
 
-Expected<Profile> LoadProfile(const std::string& sandbox, const std::string& profiles_dir) {
+Expected<Profile> LoadProfile(const std::string& sandbox, const std::string& profiles_dir,
+                              const std::map<std::string, std::string>& overrides) {
   const std::string dir = profiles_dir.empty() ? "." : profiles_dir;
-  if (sandbox.starts_with("smolbox:")) return LoadSmolbox(sandbox, dir);
-  if (sandbox.find('/') != std::string::npos) return LoadProfileFile(sandbox, sandbox, {});
+  if (sandbox.starts_with("smolbox:")) return LoadSmolbox(sandbox, dir, overrides);
+  ProfileSettings settings;
+  settings.overrides = overrides;
+  if (sandbox.find('/') != std::string::npos) return LoadProfileFile(sandbox, sandbox, settings);
   if (IsProfileName(sandbox)) {
-    return LoadProfileFile(fmt::format("{}/{}.json", dir, sandbox), sandbox, {});
+    return LoadProfileFile(fmt::format("{}/{}.json", dir, sandbox), sandbox, settings);
   }
   return std::unexpected(
       Error::Field(fmt::format("sandbox {:?}", sandbox), "is neither a profile name nor a path"));

@@ -391,6 +391,15 @@ Expected<void> ReadProfile(const json& doc, const ProfileSettings& settings, Pro
   p.name = *name;
   SMOLBOX_TRY(ParseFields(doc, p));
   for (const auto& [key, value] : settings.variables) p.variables[key] = value;
+  for (const auto& [key, value] : settings.overrides) {
+    if (!p.variables.contains(key)) {
+      std::string declared;
+      for (const auto& [declared_name, _] : p.variables) declared += (declared.empty() ? "" : ", ") + declared_name;
+      return std::unexpected(Error::Field("--var " + key, fmt::format("the profile has no variable {{{}}} (it has: {})", key,
+                                                                      declared.empty() ? "none" : declared)));
+    }
+    p.variables[key] = value;
+  }
   SMOLBOX_TRY(SettleVariant(p, settings.variant_words));
   return ResolveVariables(p);
 }

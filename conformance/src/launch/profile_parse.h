@@ -27,6 +27,9 @@ inline constexpr size_t kMaxProfileBytes = 1 << 20;
 struct ProfileSettings {
   std::map<std::string, std::string> variables;
   std::vector<std::string> variant_words;
+  // What the user set (smolvm-check's --var), after the loader's: each must be a variable the
+  // profile declares.
+  std::map<std::string, std::string> overrides;
 };
 
 // The profile in json_text, with settings applied before its variables are settled.
