@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Builds the image tests' images the way users build them, offline, with Debian's umoci and
 # skopeo: OUT/layout is an OCI layout holding
-#   py    a Debian rootfs of the host's python3 and node with their libraries, in layers with a
-#         whiteout (a file the second layer deletes) and an opaque directory;
+#   py    a Debian rootfs of the host's python3, node, dash and a few coreutils with their
+#         libraries, in layers with a whiteout (a file the second layer deletes) and an opaque
+#         directory;
 #   tool  a busybox-style image: one static binary and an Entrypoint;
 # and OUT/py.tar and OUT/tool.tar are docker-archives (docker save's format) of the same.
 set -euo pipefail
@@ -40,7 +41,13 @@ ln -s usr/lib64 "$rootfs/lib64"
 copy_binary "$rootfs" /usr/bin/python3.11
 copy_binary "$rootfs" /usr/bin/node
 ln -s python3.11 "$rootfs/usr/bin/python3"
-tar -C /usr/lib -cf - --exclude=test --exclude=__pycache__ --exclude=idlelib --exclude=tkinter \
+# A shell and the few tools the battery's sh payloads call, so that the battery runs in it.
+copy_binary "$rootfs" /usr/bin/dash
+ln -s dash "$rootfs/usr/bin/sh"
+for tool in basename cat cut date env grep head ln ls mkdir mktemp paste rm sed sleep sort tail timeout tr; do
+  copy_binary "$rootfs" "$(readlink -f "$(command -v "$tool")")"
+done
+tar -C /usr/lib -cf - --exclude=test --exclude=idlelib --exclude=tkinter \
   --exclude=ensurepip --exclude=lib2to3 --exclude=pydoc_data --exclude='config-3.11-*' python3.11 |
   tar -C "$rootfs/usr/lib" -xf -
 mkdir -p "$rootfs/etc" "$rootfs/srv/app" "$rootfs/srv/data/old"
