@@ -128,6 +128,17 @@ TEST_F(ImageRun, an_image_never_imported_is_a_clear_error_naming_import) {
   EXPECT_NE(run.err.find("smolbox image import"), std::string::npos) << run.err;
 }
 
+TEST_F(ImageRun, a_registry_name_never_imported_is_refused_without_a_pull) {
+  // In a network namespace of its own with nothing in it: a pull could not even start, and the
+  // refusal must not depend on trying.
+  ProgramRun run = RunProgram({"/usr/bin/env", "SMOLBOX_IMAGE_STORE=" + store_.path() + "/store", "/usr/bin/unshare",
+                               "--net", SmolboxPath(), "run", "--backend", "ns", "--image",
+                               "docker.io/library/python:3.12", "--", "python3", "-c", "1"});
+  EXPECT_EQ(run.exit_code, 125) << run.err;
+  EXPECT_NE(run.err.find("no image \"docker.io/library/python:3.12\""), std::string::npos) << run.err;
+  EXPECT_NE(run.err.find("images are never pulled"), std::string::npos) << run.err;
+}
+
 TEST_F(ImageRun, a_removed_image_is_no_longer_listed_and_its_layers_are_freed) {
   Invocation listed = Smolbox({"image", "ls"});
   ASSERT_EQ(listed.exit_code, 0);
