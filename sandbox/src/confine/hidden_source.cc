@@ -24,13 +24,6 @@ Expected<std::string> MakeTempDir(const std::string& root, const char* prefix) {
   return path;
 }
 
-// A file of a noexec source must stay unexecutable: exec checks the mount it is reached
-// through, which is the overlay, not the source's own mount.
-unsigned long NoexecOf(int fd) {
-  struct statvfs st{};
-  return statvfs(FdPath(fd).c_str(), &st) == 0 && (st.f_flag & ST_NOEXEC) ? MS_NOEXEC : 0;
-}
-
 bool IsOctal(char c) { return c >= '0' && c <= '7'; }
 
 // Mount points in /proc/self/mountinfo escape space, tab, newline and backslash as \ooo.
@@ -132,6 +125,11 @@ std::optional<std::string> MountsInTheWay(int fd, bool is_dir) {
     if (!is_dir && point == path) return "a mount is over it";
   }
   return std::nullopt;
+}
+
+unsigned long NoexecOf(int fd) {
+  struct statvfs st{};
+  return statvfs(FdPath(fd).c_str(), &st) == 0 && (st.f_flag & ST_NOEXEC) ? MS_NOEXEC : 0;
 }
 
 std::string ResolvedPath(int fd) {

@@ -56,6 +56,10 @@ class SourceHider {
 // where a recursive bind shows it.
 std::optional<std::string> MountsInTheWay(int fd, bool is_dir);
 
+// MS_NOEXEC when fd's source is on a noexec mount, else 0. An overlay of it must carry the flag
+// too: exec checks the mount a file is reached through, which is the overlay, not the source's.
+unsigned long NoexecOf(int fd);
+
 // The path fd was opened at, as /proc/self/fd shows it.
 std::string ResolvedPath(int fd);
 

@@ -1,6 +1,5 @@
 #include "mount.h"
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <sys/mount.h>
@@ -10,12 +9,12 @@
 #include <unistd.h>
 
 #include <fstream>
-#include <memory>
 #include <optional>
 
 #include <fmt/format.h>
 
 #include "hidden_source.h"
+#include "in_root.h"
 
 namespace smolbox::confine {
 namespace {
@@ -37,19 +36,6 @@ Expected<void> Mount(const std::string& source, const std::string& target, const
                      unsigned long flags, const std::string& data = "") {
   if (mount(source.c_str(), target.c_str(), type, flags, data.empty() ? nullptr : data.c_str()) != 0) {
     return std::unexpected(Error::Sys(fmt::format("mount {} on {} ({})", source, target, type ? type : "bind")));
-  }
-  return {};
-}
-
-// Creates each missing component of path; the tree is ours and fresh, so nothing in it can be
-// a planted symlink, but mkdir on a read-only image path is reported, not ignored.
-Expected<void> MakeDirs(const std::string& path) {
-  for (size_t pos = 1; pos != std::string::npos;) {
-    pos = path.find('/', pos + 1);
-    std::string prefix = path.substr(0, pos);
-    if (mkdir(prefix.c_str(), 0755) != 0 && errno != EEXIST) {
-      return std::unexpected(Error::Sys("mkdir " + prefix));
-    }
   }
   return {};
 }
@@ -76,11 +62,39 @@ unsigned long LockedFlags(const std::string& path) {
   return flags;
 }
 
+Expected<void> RemountBind(const std::string& target, bool read_only, unsigned long extra) {
+  unsigned long flags = MS_REMOUNT | MS_BIND | extra | LockedFlags(target) | (read_only ? MS_RDONLY : 0);
+  return Mount("none", target, nullptr, flags);
+}
+
+// At a target in a tree of our own making, where no path can lead elsewhere.
 Expected<void> Bind(const std::string& source, const std::string& target, bool read_only,
                     unsigned long extra = MS_NOSUID | MS_NODEV) {
   SMOLBOX_TRY(Mount(source, target, nullptr, MS_BIND | MS_REC));
-  unsigned long flags = MS_REMOUNT | MS_BIND | extra | LockedFlags(target) | (read_only ? MS_RDONLY : 0);
-  return Mount("none", target, nullptr, flags);
+  return RemountBind(target, read_only, extra);
+}
+
+// At a path in the new root, resolved in it (in_root.h) and made when missing. The remount
+// goes through the path again: the first descriptor names the entry beneath the new mount.
+Expected<void> BindInRoot(int root_fd, const std::string& source, const std::string& path,
+                          MakeMissing make, bool read_only, unsigned long extra = MS_NOSUID | MS_NODEV) {
+  SMOLBOX_ASSIGN_OR_RETURN(auto point, OpenInRoot(root_fd, path, make));
+  if (mount(source.c_str(), FdPath(point.get()).c_str(), nullptr, MS_BIND | MS_REC, nullptr) != 0) {
+    return std::unexpected(Error::Sys("bind " + path));
+  }
+  SMOLBOX_ASSIGN_OR_RETURN(auto mounted, OpenInRoot(root_fd, path, MakeMissing::kNothing));
+  return RemountBind(FdPath(mounted.get()), read_only, extra);
+}
+
+// A new filesystem at a directory of the new root; the descriptor of the mount's own root is
+// returned, so that what is made inside it is made there, not where the path led before.
+Expected<UniqueFd> MountInRoot(int root_fd, const std::string& path, const char* type,
+                               unsigned long flags, const std::string& data) {
+  SMOLBOX_ASSIGN_OR_RETURN(auto point, OpenInRoot(root_fd, path, MakeMissing::kDirectories));
+  if (mount(type, FdPath(point.get()).c_str(), type, flags, data.empty() ? nullptr : data.c_str()) != 0) {
+    return std::unexpected(Error::Sys(fmt::format("mount {} on {}", type, path)));
+  }
+  return OpenInRoot(root_fd, path, MakeMissing::kNothing);
 }
 
 bool IsDirectoryFd(int fd) {
@@ -94,6 +108,8 @@ Expected<void> WriteFile(const std::string& path, const std::string& text) {
   if (!out.flush()) return std::unexpected(Error::Sys("write " + path));
   return {};
 }
+
+std::string ResolvConf(const std::string& resolver) { return fmt::format("nameserver {}\n", resolver); }
 
 // Only what programs need to name the sandbox user; no host account or secret.
 Expected<void> MakeEtc(const std::string& root, uid_t uid, gid_t gid, const std::string& resolver) {
@@ -114,7 +130,7 @@ Expected<void> MakeEtc(const std::string& root, uid_t uid, gid_t gid, const std:
     SMOLBOX_TRY(WriteFile(etc + "/" + name, text));
   }
   // With egress, names go to the gateway's resolver, and only there.
-  if (!resolver.empty()) SMOLBOX_TRY(WriteFile(etc + "/resolv.conf", fmt::format("nameserver {}\n", resolver)));
+  if (!resolver.empty()) SMOLBOX_TRY(WriteFile(etc + "/resolv.conf", ResolvConf(resolver)));
   // The loader cache only lists library paths; with it, lookups match the host's.
   if (access("/etc/ld.so.cache", R_OK) == 0) {
     SMOLBOX_TRY(MakeFile(etc + "/ld.so.cache"));
@@ -171,51 +187,62 @@ Expected<std::string> StageHidden(std::optional<SourceHider>& hider, const std::
   return hider->Stage(dir_fd);
 }
 
-Expected<std::string> StageImage(const RootPlan& plan, std::optional<SourceHider>& hider) {
-  if (auto in_the_way = MountsInTheWay(plan.image_fd, true)) return Unhidable(*in_the_way);
-  return StageHidden(hider, plan.newroot, plan.image_fd);
+Expected<int> OpenPath(const std::string& path, int flags, const std::string& what) {
+  int fd = open(path.c_str(), O_CLOEXEC | flags);
+  if (fd < 0) return std::unexpected(Error::Sys(fmt::format("open {} {}", what, path)));
+  return fd;
 }
 
-// Where the image's entries are bound from: an overlay of the whole image, so that each shows
-// as "/usr", or the image itself where that cannot be.
-std::string ImageSource(const RootPlan& plan, std::optional<SourceHider>& hider) {
-  if (!plan.hide_host_paths) return FdPath(plan.image_fd);
-  auto staged = StageImage(plan, hider);
-  if (staged) return *staged;
-  Warn(plan, Shows("image", staged.error()));
-  return FdPath(plan.image_fd);
-}
-
-// A rootfs directory: each top-level entry bound read-only, except the trees we provide.
-Expected<void> MakeDirImage(const RootPlan& plan) {
-  const std::string& root = plan.newroot;
-  const int image_fd = plan.image_fd;
-  int fd = dup(image_fd);
-  DIR* dir = fd >= 0 ? fdopendir(fd) : nullptr;
-  if (!dir) return std::unexpected(Error::Sys("open image directory"));
-  std::unique_ptr<DIR, int (*)(DIR*)> closer(dir, closedir);
-  std::optional<SourceHider> hider;  // detached once every entry is bound
-  const std::string image = ImageSource(plan, hider);
-  while (dirent* entry = readdir(dir)) {
-    std::string name = entry->d_name;
-    if (name == "." || name == ".." || name == "proc" || name == "dev" || name == "sys" || name == "tmp") continue;
-    struct stat st{};
-    if (fstatat(image_fd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
-    std::string target = root + "/" + name;
-    if (S_ISLNK(st.st_mode)) {
-      char link[PATH_MAX];
-      ssize_t n = readlinkat(image_fd, name.c_str(), link, sizeof link - 1);
-      if (n < 0 || symlink(std::string(link, n).c_str(), target.c_str()) != 0) {
-        return std::unexpected(Error::Sys("copy image symlink /" + name));
-      }
-      continue;
-    }
-    if (!S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode)) continue;
-    auto made = S_ISDIR(st.st_mode) ? MakeDirs(target) : MakeFile(target);
-    if (!made) return made;
-    SMOLBOX_TRY(Bind(image + "/" + name, target, true));
+// With egress, an image's names go to the gateway's resolver too, and only there. The file is
+// put in the writable layer before the overlay is mounted, where it hides the image's own
+// resolv.conf (often a link into /run): the image's /etc belongs to ids the sandbox does not
+// map, and could not be written through the overlay.
+Expected<void> PlaceResolvConf(int image_fd, int upper_fd, const std::string& resolver) {
+  struct stat etc{};
+  bool has_etc = fstatat(image_fd, "etc", &etc, AT_SYMLINK_NOFOLLOW) == 0;
+  if (has_etc && !S_ISDIR(etc.st_mode)) {
+    return std::unexpected(Error{"image", "its /etc is not a directory, and with egress the sandbox's "
+                                 "resolver is named in /etc/resolv.conf", 0});
+  }
+  if (mkdirat(upper_fd, "etc", 0755) != 0 ||
+      fchmodat(upper_fd, "etc", has_etc ? etc.st_mode & 07777 : 0755, 0) != 0) {
+    return std::unexpected(Error::Sys("make /etc for the sandbox's resolv.conf"));
+  }
+  UniqueFd file(openat(upper_fd, "etc/resolv.conf", O_CREAT | O_EXCL | O_WRONLY | O_NOFOLLOW | O_CLOEXEC, 0644));
+  std::string text = ResolvConf(resolver);
+  if (!file.valid() || write(file.get(), text.data(), text.size()) != static_cast<ssize_t>(text.size())) {
+    return std::unexpected(Error::Sys("write the sandbox's /etc/resolv.conf"));
   }
   return {};
+}
+
+// An image's root: one overlay, the image beneath a small writable layer that only the setup
+// writes to (the mount points it makes, resolv.conf), made read-only before the workload
+// starts. /proc/self/mountinfo shows it as "/" and nothing else of the image: its layers are
+// named by /proc/self/fd paths, not by host paths. Without "userxattr" the overlay reads only
+// trusted.* xattrs, which a user namespace cannot set, so nothing stored in the image can
+// redirect or hide what the workload sees.
+Expected<void> MountImageRoot(const RootPlan& plan) {
+  if (auto in_the_way = MountsInTheWay(plan.image_fd, true)) {
+    return std::unexpected(Error{"image", *in_the_way + ", and the sandbox's root holds only the "
+                                 "image directory's own filesystem", 0});
+  }
+  const std::string& root = plan.newroot;
+  // The writable layer's tmpfs lies under the overlay, at the same point: pivot_root takes the
+  // overlay, and the tmpfs is detached with the host's root, still held by the overlay.
+  SMOLBOX_TRY(Mount("tmpfs", root, "tmpfs", MS_NOSUID | MS_NODEV, "size=1m,mode=0755"));
+  UniqueFd layers[2];
+  const char* names[2] = {"upper", "work"};
+  for (int i = 0; i < 2; ++i) {
+    std::string dir = root + "/" + names[i];
+    if (mkdir(dir.c_str(), 0755) != 0) return std::unexpected(Error::Sys("mkdir " + dir));
+    SMOLBOX_ASSIGN_OR_RETURN(int fd, OpenPath(dir, O_PATH | O_DIRECTORY, "overlay layer"));
+    layers[i].Reset(fd);
+  }
+  if (!plan.resolver.empty()) SMOLBOX_TRY(PlaceResolvConf(plan.image_fd, layers[0].get(), plan.resolver));
+  std::string options = fmt::format("lowerdir={},upperdir={},workdir={}", FdPath(plan.image_fd),
+                                    FdPath(layers[0].get()), FdPath(layers[1].get()));
+  return Mount("overlay", root, "overlay", MS_NOSUID | MS_NODEV | NoexecOf(plan.image_fd), options);
 }
 
 // Terminals of the sandbox's own, as docker and bwrap give: a new devpts instance, never the
@@ -229,10 +256,10 @@ Expected<void> MakePts(const std::string& dev) {
   return {};
 }
 
-Expected<void> MakeDev(const std::string& root) {
-  std::string dev = root + "/dev";
-  if (mkdir(dev.c_str(), 0755) != 0) return std::unexpected(Error::Sys("mkdir " + dev));
-  SMOLBOX_TRY(Mount("tmpfs", dev, "tmpfs", MS_NOSUID | MS_NOEXEC, "size=64k,mode=0755"));
+// The descriptor of the new /dev, a tmpfs of the setup's own.
+Expected<UniqueFd> MakeDev(int root_fd) {
+  SMOLBOX_ASSIGN_OR_RETURN(auto mounted, MountInRoot(root_fd, "/dev", "tmpfs", MS_NOSUID | MS_NOEXEC, "size=64k,mode=0755"));
+  const std::string dev = FdPath(mounted.get());
   for (const char* name : kDevices) {
     std::string target = dev + "/" + name;
     SMOLBOX_TRY(MakeFile(target));
@@ -244,21 +271,22 @@ Expected<void> MakeDev(const std::string& root) {
     if (symlink(to, (dev + "/" + name).c_str()) != 0) return std::unexpected(Error::Sys("symlink /dev/" + std::string(name)));
   }
   if (mkdir((dev + "/shm").c_str(), 01777) != 0) return std::unexpected(Error::Sys("mkdir /dev/shm"));
-  return MakePts(dev);
+  SMOLBOX_TRY(MakePts(dev));
+  return mounted;
 }
 
-Expected<void> MaskProc(const std::string& root) {
+Expected<void> MaskProc(const std::string& proc, const std::string& dev) {
   for (const char* name : kProcMasked) {
-    std::string path = fmt::format("{}/proc/{}", root, name);
+    std::string path = proc + "/" + name;
     struct stat st{};
     if (lstat(path.c_str(), &st) != 0) continue;  // not in this kernel
     auto masked = S_ISDIR(st.st_mode)
                       ? Mount("tmpfs", path, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, "size=4k,mode=0555")
-                      : Bind(root + "/dev/null", path, true, MS_NOSUID | MS_NOEXEC);
+                      : Bind(dev + "/null", path, true, MS_NOSUID | MS_NOEXEC);
     if (!masked) return masked;
   }
   for (const char* name : kProcReadOnly) {
-    std::string path = fmt::format("{}/proc/{}", root, name);
+    std::string path = proc + "/" + name;
     struct stat st{};
     if (lstat(path.c_str(), &st) != 0) continue;
     SMOLBOX_TRY(Bind(path, path, true, MS_NOSUID | MS_NODEV | MS_NOEXEC));
@@ -267,12 +295,10 @@ Expected<void> MaskProc(const std::string& root) {
 }
 
 // After MakeDev: the masks are binds of its /dev/null.
-Expected<void> MakeProc(const std::string& root, const std::string& options) {
-  std::string proc = root + "/proc";
-  if (mkdir(proc.c_str(), 0555) != 0) return std::unexpected(Error::Sys("mkdir " + proc));
+Expected<void> MakeProc(int root_fd, const std::string& dev, const std::string& options) {
   // A fresh procfs for the new pid namespace: only the sandbox's own processes are visible.
-  SMOLBOX_TRY(Mount("proc", proc, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, options));
-  return MaskProc(root);
+  SMOLBOX_ASSIGN_OR_RETURN(auto mounted, MountInRoot(root_fd, "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, options));
+  return MaskProc(FdPath(mounted.get()), dev);
 }
 
 bool Covers(const std::string& outer, const std::string& inner) {
@@ -280,24 +306,21 @@ bool Covers(const std::string& outer, const std::string& inner) {
                             inner[outer.size()] == '/');
 }
 
-Expected<void> MountStorage(const RootPlan& plan) {
+Expected<void> MountStorage(const RootPlan& plan, int root_fd) {
   std::string storage = FdPath(plan.storage_fd);
-  const std::string& root = plan.newroot;
-  SMOLBOX_TRY(MakeDirs(root + "/tmp"));
-  SMOLBOX_TRY(Bind(storage + "/tmp", root + "/tmp", false));
-  SMOLBOX_TRY(Bind(storage + "/shm", root + "/dev/shm", false));
+  SMOLBOX_TRY(BindInRoot(root_fd, storage + "/tmp", "/tmp", MakeMissing::kDirectories, false));
+  SMOLBOX_TRY(BindInRoot(root_fd, storage + "/shm", "/dev/shm", MakeMissing::kNothing, false));
   bool workdir_elsewhere = Covers("/tmp", plan.workdir);
   for (const auto& v : plan.volumes) workdir_elsewhere |= Covers(v.target, plan.workdir);
   if (workdir_elsewhere) return {};
-  SMOLBOX_TRY(MakeDirs(root + plan.workdir));
-  return Bind(storage + "/work", root + plan.workdir, false);
+  return BindInRoot(root_fd, storage + "/work", plan.workdir, MakeMissing::kDirectories, false);
 }
 
 // A ro file through the overlay of its directory: the staging mount is detached at once, so
 // only the file's own name shows ("/data.csv /in/data.csv ro ... - overlay ..."), and only
 // that file is reachable.
 Expected<void> MountHiddenFile(std::optional<SourceHider>& hider, const RootPlan& plan,
-                               const VolumeBind& v, const std::string& target) {
+                               const VolumeBind& v, int root_fd) {
   if (v.parent_fd < 0) return Unhidable("its directory could not be opened");
   std::string path = ResolvedPath(v.source_fd);
   std::string name = path.substr(path.rfind('/') + 1);
@@ -307,45 +330,35 @@ Expected<void> MountHiddenFile(std::optional<SourceHider>& hider, const RootPlan
               opened.st_dev == named.st_dev && opened.st_ino == named.st_ino;
   if (!same) return Unhidable("the file is no longer at the name it was opened by");
   SMOLBOX_ASSIGN_OR_RETURN(auto staged, StageHidden(hider, plan.newroot, v.parent_fd));
-  auto bound = Bind(staged + "/" + name, target, true);
+  auto bound = BindInRoot(root_fd, staged + "/" + name, v.target, MakeMissing::kFile, true);
   hider->Unstage();
   return bound;
 }
 
 // A ro volume through an overlay; an error says why it is to be bound as is instead.
 Expected<void> MountHidden(std::optional<SourceHider>& hider, const RootPlan& plan,
-                           const VolumeBind& v, bool is_dir, const std::string& target) {
+                           const VolumeBind& v, bool is_dir, int root_fd) {
   if (auto in_the_way = MountsInTheWay(v.source_fd, is_dir)) return Unhidable(*in_the_way);
-  if (!is_dir) return MountHiddenFile(hider, plan, v, target);
+  if (!is_dir) return MountHiddenFile(hider, plan, v, root_fd);
   SMOLBOX_TRY(EnsureHider(hider, plan.newroot));
-  return hider->MountDirectory(v.source_fd, target);
+  SMOLBOX_ASSIGN_OR_RETURN(auto point, OpenInRoot(root_fd, v.target, MakeMissing::kDirectories));
+  return hider->MountDirectory(v.source_fd, FdPath(point.get()));
 }
 
-Expected<void> MountVolumes(const RootPlan& plan) {
+Expected<void> MountVolumes(const RootPlan& plan, int root_fd) {
   std::optional<SourceHider> hider;  // made at the first ro volume, detached after the last
   for (const auto& v : plan.volumes) {
-    std::string target = plan.newroot + v.target;
     bool is_dir = v.read_only ? IsDirectoryFd(v.source_fd) : true;
-    std::string parent = target.substr(0, target.rfind('/'));
-    SMOLBOX_TRY(MakeDirs(is_dir ? target : parent));
-    if (!is_dir) {
-      SMOLBOX_TRY(MakeFile(target));
-    }
     if (v.read_only && plan.hide_host_paths) {
-      auto hidden = MountHidden(hider, plan, v, is_dir, target);
+      auto hidden = MountHidden(hider, plan, v, is_dir, root_fd);
       if (hidden) continue;
       Warn(plan, Shows("volume " + v.target, hidden.error()));
     }
     std::string source = v.read_only ? FdPath(v.source_fd) : FdPath(plan.storage_fd) + "/" + v.storage_dir;
-    SMOLBOX_TRY(Bind(source, target, v.read_only));
+    SMOLBOX_TRY(BindInRoot(root_fd, source, v.target, is_dir ? MakeMissing::kDirectories : MakeMissing::kFile,
+                           v.read_only));
   }
   return {};
-}
-
-Expected<int> OpenPath(const std::string& path, int flags, const std::string& what) {
-  int fd = open(path.c_str(), O_CLOEXEC | flags);
-  if (fd < 0) return std::unexpected(Error::Sys(fmt::format("open {} {}", what, path)));
-  return fd;
 }
 
 // The directory a file was opened in, or -1.
@@ -386,19 +399,22 @@ std::string FdPath(int fd) { return fmt::format("/proc/self/fd/{}", fd); }
 
 Expected<void> BuildRoot(const RootPlan& plan) {
   const std::string& root = plan.newroot;
-  SMOLBOX_TRY(Mount("tmpfs", root, "tmpfs", MS_NOSUID | MS_NODEV, "size=1m,mode=0755"));
   if (plan.image_fd >= 0) {
-    SMOLBOX_TRY(MakeDirImage(plan));
+    SMOLBOX_TRY(MountImageRoot(plan));
   } else {
+    SMOLBOX_TRY(Mount("tmpfs", root, "tmpfs", MS_NOSUID | MS_NODEV, "size=1m,mode=0755"));
     SMOLBOX_TRY(MakeHostImage(root));
     SMOLBOX_TRY(MakeEtc(root, plan.uid, plan.gid, plan.resolver));
   }
-  SMOLBOX_TRY(MakeDev(root));
-  SMOLBOX_TRY(MakeProc(root, plan.proc_options));
-  SMOLBOX_TRY(MountStorage(plan));
-  SMOLBOX_TRY(MountVolumes(plan));
+  SMOLBOX_ASSIGN_OR_RETURN(int opened_root, OpenPath(root, O_PATH | O_DIRECTORY, "the sandbox's root"));
+  UniqueFd root_fd(opened_root);
+  SMOLBOX_ASSIGN_OR_RETURN(auto dev_fd, MakeDev(root_fd.get()));
+  const std::string dev = FdPath(dev_fd.get());
+  SMOLBOX_TRY(MakeProc(root_fd.get(), dev, plan.proc_options));
+  SMOLBOX_TRY(MountStorage(plan, root_fd.get()));
+  SMOLBOX_TRY(MountVolumes(plan, root_fd.get()));
   // The skeleton itself becomes read-only; only the storage binds stay writable.
-  SMOLBOX_TRY(Mount("none", root + "/dev", nullptr, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NOEXEC | LockedFlags(root + "/dev")));
+  SMOLBOX_TRY(Mount("none", dev, nullptr, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NOEXEC | LockedFlags(dev)));
   return Mount("none", root, nullptr, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV);
 }
 

@@ -27,7 +27,8 @@ struct VolumeBind {
 
 struct RootPlan {
   std::string newroot;      // an empty host directory to build on
-  std::string image;        // a rootfs directory; empty for the host image
+  // A rootfs directory, mounted as the root through an overlay; empty for the host image.
+  std::string image;
   int image_fd = -1;
   std::string storage;      // where the sandbox's writable filesystem is mounted
   int storage_fd = -1;
@@ -40,9 +41,9 @@ struct RootPlan {
   // Mount options of the sandbox's /proc. In a microVM "hidepid=invisible" hides the agent
   // from a workload that runs as another uid.
   std::string proc_options;
-  // Read-only host sources (ro volumes, an image directory's entries) are mounted through an
-  // overlay that keeps their host paths out of /proc/self/mountinfo (hidden_source.h). Where
-  // the kernel refuses that, they are bound as they are and BuildRoot says so in *warnings.
+  // Read-only host volumes are mounted through an overlay that keeps their host paths out of
+  // /proc/self/mountinfo (hidden_source.h). Where the kernel refuses that, they are bound as
+  // they are and BuildRoot says so in *warnings.
   // The ns backend sets it; a microVM's sources are 9p shares that show nothing of the host.
   bool hide_host_paths = false;
   std::vector<std::string>* warnings = nullptr;
