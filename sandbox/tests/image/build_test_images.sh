@@ -5,10 +5,15 @@
 #         libraries, in layers with a whiteout (a file the second layer deletes) and an opaque
 #         directory;
 #   tool  a busybox-style image: one static binary and an Entrypoint;
-# and OUT/py.tar and OUT/tool.tar are docker-archives (docker save's format) of the same.
+# and OUT/py.tar and OUT/tool.tar are docker-archives (docker save's format) of the same, tagged
+# test/py:TAG and test/tool:TAG (TAG defaults to 1).
+# Given PROBE, py's /outside is an absolute symlink to PROBE, a directory the image holds too:
+# a setup that resolved it from the host would mount over the host's PROBE instead.
 set -euo pipefail
 out=$1
 helper=$2  # a static program for the tool image
+tag=${3:-1}
+probe=${4:-}
 layout="$out/layout"
 work="$out/work"
 mkdir -p "$work"
@@ -50,12 +55,22 @@ done
 tar -C /usr/lib -cf - --exclude=test --exclude=idlelib --exclude=tkinter \
   --exclude=ensurepip --exclude=lib2to3 --exclude=pydoc_data --exclude='config-3.11-*' python3.11 |
   tar -C "$rootfs/usr/lib" -xf -
+# The libraries python's own extension modules link (libssl for ssl, libffi for ctypes...).
+for module in /usr/lib/python3.11/lib-dynload/*.so; do
+  for lib in $(ldd "$module" | grep -o '/[^ ]*'); do copy_in "$rootfs" "$lib"; done
+done
 mkdir -p "$rootfs/etc" "$rootfs/srv/app" "$rootfs/srv/data/old"
 printf 'PRETTY_NAME="smolbox test image"\nID=smolbox-test\n' > "$rootfs/etc/os-release"
 printf 'root:x:0:0:root:/root:/bin/sh\napp:x:1234:1234:app:/srv/app:/bin/sh\n' > "$rootfs/etc/passwd"
 printf 'root:x:0:\napp:x:1234:\n' > "$rootfs/etc/group"
 echo lower > "$rootfs/srv/data/old/file"
 echo deleted > "$rootfs/srv/app/deleted.txt"
+# A link as images have them: resolv.conf into a /run the image lacks.
+ln -s ../run/systemd/resolve/stub-resolv.conf "$rootfs/etc/resolv.conf"
+if [ -n "$probe" ]; then
+  mkdir -p "$rootfs$probe"
+  ln -s "$probe" "$rootfs/outside"
+fi
 umoci repack --image "$layout:py" "$work/py"
 
 # py, layer 2: umoci writes a whiteout for the deleted file.
@@ -88,5 +103,5 @@ umoci config --image "$layout:tool" --config.entrypoint /bin/tool --config.cmd /
 rm -rf "$work"
 umoci gc --layout "$layout"
 
-skopeo --insecure-policy copy -q "oci:$layout:py" "docker-archive:$out/py.tar:test/py:1"
-skopeo --insecure-policy copy -q "oci:$layout:tool" "docker-archive:$out/tool.tar:test/tool:1"
+skopeo --insecure-policy copy -q "oci:$layout:py" "docker-archive:$out/py.tar:test/py:$tag"
+skopeo --insecure-policy copy -q "oci:$layout:tool" "docker-archive:$out/tool.tar:test/tool:$tag"

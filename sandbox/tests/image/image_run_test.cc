@@ -25,11 +25,18 @@ class ImageRun : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     images_ = std::make_unique<TempDir>("image-run");
+    // Outside /tmp, which the sandbox's storage covers.
+    probe_ = "/var/tmp/smolbox-image-probe-XXXXXX";
+    if (mkdtemp(probe_.data()) == nullptr) probe_.clear();
     ProgramRun build = RunProgram({"/bin/bash", SMOLBOX_IMAGE_TEST_DIR "/build_test_images.sh", images_->path(),
-                                   HelperPath("file_cat")});
-    build_error_ = build.exit_code == 0 ? "" : "build_test_images.sh: " + build.err;
+                                   HelperPath("file_cat"), "1", probe_});
+    build_error_ = probe_.empty() ? "mkdtemp in /var/tmp failed"
+                   : build.exit_code == 0 ? "" : "build_test_images.sh: " + build.err;
   }
-  static void TearDownTestSuite() { images_.reset(); }
+  static void TearDownTestSuite() {
+    images_.reset();
+    if (!probe_.empty()) fs::remove_all(probe_);
+  }
 
   void SetUp() override {
     ASSERT_EQ(build_error_, "");
@@ -37,20 +44,21 @@ class ImageRun : public ::testing::Test {
     ASSERT_EQ(Smolbox({"image", "import", images_->path() + "/layout", "--name", "test/tool:tool"}).exit_code, 0);
   }
 
-  Invocation Smolbox(const std::vector<std::string>& args) {
-    return RunSmolbox(args, {"SMOLBOX_IMAGE_STORE=" + store_.path() + "/store"});
+  Invocation Smolbox(const std::vector<std::string>& args, const std::vector<std::string>& prefix = {}) {
+    return RunSmolbox(args, {"SMOLBOX_IMAGE_STORE=" + store_.path() + "/store"}, 0, prefix);
   }
 
   virtual std::vector<std::string> Backend() const { return {"--backend", "ns"}; }
 
   // `smolbox run --json BACKEND OPTIONS [-- COMMAND]`
-  Invocation Run(std::vector<std::string> options, const std::vector<std::string>& command = {}) {
+  Invocation Run(std::vector<std::string> options, const std::vector<std::string>& command = {},
+                 const std::vector<std::string>& prefix = {}) {
     std::vector<std::string> args = {"run", "--json"};
     for (const std::string& word : Backend()) args.push_back(word);
     args.insert(args.end(), options.begin(), options.end());
     if (!command.empty()) args.push_back("--");
     args.insert(args.end(), command.begin(), command.end());
-    return Smolbox(args);
+    return Smolbox(args, prefix);
   }
 
   static std::string Stdout(const Invocation& run) {
@@ -58,6 +66,7 @@ class ImageRun : public ::testing::Test {
   }
 
   static inline std::unique_ptr<TempDir> images_;
+  static inline std::string probe_;  // the host directory py's /outside links to
   static inline std::string build_error_;
   TempDir store_{"image-store"};
 };
@@ -119,6 +128,49 @@ TEST_F(ImageRun, storage_volumes_and_limits_work_on_an_image_root) {
   EXPECT_EQ(Stdout(run), "from the host\n") << run.err;
   // The image's tree is read-only.
   EXPECT_NE(run.result.value("stderr", "").find("Read-only file system"), std::string::npos) << run.result.dump();
+}
+
+// The image is one read-only overlay at /: none of its directories is a mount point of its own,
+// and no host path (the store's) shows in the sandbox's mount table.
+TEST_F(ImageRun, the_image_is_one_mount_at_the_root_and_no_host_path_shows) {
+  Invocation run = Run({"--image", "test/py:1"}, {"python3", "-c",
+                        "for line in open('/proc/self/mountinfo'): f = line.split(); print(f[4], f[f.index('-') + 1])"});
+  ASSERT_EQ(run.exit_code, 0) << run.err << run.out;
+  std::string table = Stdout(run);
+  EXPECT_EQ(table.substr(0, table.find('\n')), "/ overlay") << table;
+  for (const char* image_dir : {"/usr ", "/etc ", "/srv ", "/srv/app ", "/bin "}) {
+    EXPECT_EQ(table.find(std::string("\n") + image_dir), std::string::npos) << image_dir << " in\n" << table;
+  }
+  Invocation raw = Run({"--image", "test/py:1"}, {"cat", "/proc/self/mountinfo"});
+  EXPECT_EQ(raw.exit_code, 0) << raw.err;
+  EXPECT_EQ(Stdout(raw).find(store_.path()), std::string::npos) << Stdout(raw);
+}
+
+// Mount points are made where the sandbox will see them: the image's absolute /outside -> PROBE
+// leads to the image's own PROBE, never to the host's.
+TEST_F(ImageRun, a_mount_point_through_an_image_symlink_stays_in_the_image) {
+  TempDir volume("image-volume");
+  volume.Write("in.txt", "through the link\n");
+  Invocation run = Run({"--image", "test/py:1", "-v", volume.path() + ":/outside:ro"}, {"cat", probe_ + "/in.txt"});
+  EXPECT_EQ(run.exit_code, 0) << run.err << run.out;
+  EXPECT_EQ(Stdout(run), "through the link\n") << run.result.dump();
+  EXPECT_TRUE(fs::is_empty(probe_));
+  // Deeper in the image, where the image's own ids own the directories, it is a clear error.
+  Invocation deeper = Run({"--image", "test/py:1", "-v", volume.path() + ":/srv/app/in:ro"}, {"true"});
+  EXPECT_EQ(deeper.exit_code, 125);
+  EXPECT_NE(deeper.result.value("error", "").find("/srv/app/in: cannot be made: its directory in the sandbox's "
+                                                   "root is not writable"), std::string::npos) << deeper.out;
+}
+
+// With egress the image's resolv.conf, a link into a /run it lacks, is replaced by one naming
+// the gateway's resolver. smolbox runs in a network namespace of its own: nothing dials out.
+TEST_F(ImageRun, with_egress_the_images_resolv_conf_names_the_gateway) {
+  Invocation run = Run({"--image", "test/py:1", "--net"}, {"cat", "/etc/resolv.conf"},
+                       {"/usr/bin/unshare", "--net", "--"});
+  ASSERT_EQ(run.exit_code, 0) << run.err << run.out;
+  EXPECT_EQ(Stdout(run), "nameserver 127.0.0.1\n");
+  Invocation without = Run({"--image", "test/py:1"}, {"python3", "-c", "import os; print(os.readlink('/etc/resolv.conf'))"});
+  EXPECT_EQ(Stdout(without), "../run/systemd/resolve/stub-resolv.conf\n") << without.err;
 }
 
 TEST_F(ImageRun, an_image_never_imported_is_a_clear_error_naming_import) {
@@ -229,9 +281,11 @@ TEST_F(ImageRunVm, python_and_node_run_from_the_image_with_its_config) {
   EXPECT_EQ(Stdout(defaults), "app 42\n");
   Invocation py = Run({"--image", "test/py:1", "-e", "OVERRIDE=flag"},
                       {"python3", "-c", "import os; print(open('/etc/os-release').read().split()[-1], os.getuid(), os.getgid(), os.getcwd(), "
-                                        "os.environ['FROM_IMAGE'], os.environ['OVERRIDE'], os.path.exists('/srv/app/deleted.txt'), os.listdir('/srv/data'))"});
+                                        "os.environ['FROM_IMAGE'], os.environ['OVERRIDE'], os.path.exists('/srv/app/deleted.txt'), os.listdir('/srv/data'), "
+                                        "[(f[4], f[f.index('-') + 1]) for f in map(str.split, open('/proc/self/mountinfo')) if f[4] in ('/', '/srv', '/usr')])"});
   ASSERT_EQ(py.exit_code, 0) << py.err << py.out;
-  EXPECT_EQ(Stdout(py), "ID=smolbox-test 1234 1234 /srv/app yes flag False ['new']\n");
+  // The guest's workload root is one overlay of the image's erofs, as on ns.
+  EXPECT_EQ(Stdout(py), "ID=smolbox-test 1234 1234 /srv/app yes flag False ['new'] [('/', 'overlay')]\n");
   Invocation node = Run({"--image", "test/py:1"}, {"/usr/bin/node", "-e", "console.log(require('fs').readFileSync('/etc/os-release', 'utf8').length > 0, process.getuid())"});
   ASSERT_EQ(node.exit_code, 0) << node.err << node.out;
   EXPECT_EQ(Stdout(node), "true 1234\n");
