@@ -3,11 +3,16 @@
 // input is named.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <filesystem>
+
+#include <fmt/format.h>
 
 #include <nlohmann/json.hpp>
 
 #include "check_runner.h"
+#include "smolbox_runner.h"
 #include "test_support.h"
 
 namespace smolvm_check {
@@ -43,6 +48,41 @@ TEST(Battery, every_case_passes_on_the_smolbox_namespace_sandbox) {
   for (const char* file : {"report.json", "junit.xml", "report.md"}) {
     EXPECT_TRUE(std::filesystem::exists(dir + "/" + file)) << file;
   }
+}
+
+// The battery in a user's image: the image tests' py image (a Debian python3, node, dash and
+// coreutils, built by umoci) is imported and is the sandbox's root, and every case still holds.
+// smolvm-check gives smolbox a clean environment, so the image goes to the default store, under
+// a tag of this run's own, removed afterwards.
+class BatteryInImage : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    smolbox::testing::ProgramRun build = smolbox::testing::RunProgram(
+        {"/bin/bash", SMOLBOX_IMAGE_TEST_DIR "/build_test_images.sh", images_.path(),
+         smolbox::testing::HelperPath("file_cat"), tag_});
+    ASSERT_EQ(build.exit_code, 0) << build.err;
+    auto imported = smolbox::testing::RunSmolbox({"image", "import", images_.path() + "/py.tar"});
+    ASSERT_EQ(imported.exit_code, 0) << imported.err;
+    imported_ = true;
+  }
+  void TearDown() override {
+    if (imported_) EXPECT_EQ(smolbox::testing::RunSmolbox({"image", "rm", image()}).exit_code, 0);
+  }
+  std::string image() const { return "test/py:" + tag_; }
+
+ private:
+  TempDir images_{"smolvm-check-image"};
+  std::string tag_ = fmt::format("battery-{}", getpid());
+  bool imported_ = false;
+};
+
+TEST_F(BatteryInImage, every_case_passes_on_the_smolbox_namespace_sandbox_in_an_imported_image) {
+  auto run = RunCheck({"run", "--sandbox", "smolbox:ns@" + image(), "-j", "2", "--json"});
+  ASSERT_TRUE(run.report.is_object()) << run.err;
+  EXPECT_EQ(run.exit_code, 0) << Failures(run.report);
+  EXPECT_GE(run.report["summary"]["total"].get<int>(), 72);
+  EXPECT_EQ(run.report["summary"]["pass"], run.report["summary"]["total"]) << Failures(run.report);
+  ExpectEgressRan(run.report);
 }
 
 // One microVM per case, under QEMU's emulation: the same battery, a guest kernel per case.
