@@ -12,6 +12,7 @@
 
 #include "archive_error.h"
 #include "beneath.h"
+#include "image_manifest.h"
 
 namespace smolbox::image {
 namespace {
@@ -45,7 +46,7 @@ std::string LinkedEntry(const std::vector<std::string>& link, const std::string&
 }  // namespace
 
 Expected<ImageInput> ImageInput::Open(const std::string& path, int staging_fd, int64_t max_bytes,
-                                      int64_t max_entries) {
+                                      int64_t max_entries, Files files) {
   ImageInput input;
   input.origin_ = path;
   UniqueFd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC));
@@ -58,11 +59,11 @@ Expected<ImageInput> ImageInput::Open(const std::string& path, int staging_fd, i
   }
   input.from_tar_ = true;
   input.dir_.Reset(dup(staging_fd));
-  SMOLBOX_TRY(input.UnpackTar(fd.get(), max_bytes, max_entries));
+  SMOLBOX_TRY(input.UnpackTar(fd.get(), max_bytes, max_entries, files));
   return input;
 }
 
-Expected<void> ImageInput::UnpackTar(int tar_fd, int64_t max_bytes, int64_t max_entries) {
+Expected<void> ImageInput::UnpackTar(int tar_fd, int64_t max_bytes, int64_t max_entries, Files files) {
   std::unique_ptr<archive, int (*)(archive*)> reader(archive_read_new(), archive_read_free);
   archive_read_support_format_tar(reader.get());
   archive_read_support_filter_gzip(reader.get());
@@ -92,6 +93,11 @@ Expected<void> ImageInput::UnpackTar(int tar_fd, int64_t max_bytes, int64_t max_
       continue;
     }
     if (type != AE_IFREG) continue;
+    // The next header skips the data: by seeking, in a plain tar.
+    if (files == Files::kSmallOnly && archive_entry_size(entry) > static_cast<la_int64_t>(kMaxManifestBytes)) {
+      skipped_.insert(name);
+      continue;
+    }
     std::string file = std::to_string(files_.size());
     UniqueFd out(openat(dir_.get(), file.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
     if (!out.valid()) return std::unexpected(Error::Sys("import: create a staging file"));
@@ -128,7 +134,7 @@ std::string ImageInput::Resolve(const std::string& name) const {
 }
 
 bool ImageInput::Has(const std::string& name) const {
-  if (from_tar_) return files_.contains(Resolve(name));
+  if (from_tar_) return files_.contains(Resolve(name)) || skipped_.contains(Resolve(name));
   struct stat st {};
   UniqueFd fd(OpenBeneath(dir_.get(), name, O_PATH));
   return fd.valid() && fstat(fd.get(), &st) == 0 && S_ISREG(st.st_mode);
@@ -145,6 +151,9 @@ Expected<UniqueFd> ImageInput::OpenFile(const std::string& name) const {
   UniqueFd fd;
   if (from_tar_) {
     auto file = files_.find(Resolve(path));
+    if (file == files_.end() && skipped_.contains(Resolve(path))) {
+      return std::unexpected(Error{"import", fmt::format("{:?} of {} was not read: the tar was read for its small files only", name, origin_), 0});
+    }
     if (file == files_.end()) return std::unexpected(missing());
     fd.Reset(openat(dir_.get(), file->second.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
   } else {

@@ -392,6 +392,24 @@ Expected<void> Commit(const Paths& paths, const Staging& staging, const ImageInf
   return WriteTags(paths, tags);
 }
 
+// The input, its tar's files (all, or only the small ones) unpacked in staging/dir_name.
+Expected<ImageInput> OpenInput(const Staging& staging, const char* dir_name, const std::string& source,
+                               const ImportOptions& options, ImageInput::Files files) {
+  if (mkdirat(staging.fd(), dir_name, 0700) != 0) return std::unexpected(Error::Sys("mkdir a staging input"));
+  UniqueFd dir(OpenBeneath(staging.fd(), dir_name, O_RDONLY | O_DIRECTORY));
+  if (!dir.valid()) return std::unexpected(Error::Sys("open a staging input"));
+  return ImageInput::Open(source, dir.get(), options.max_bytes, options.max_files, files);
+}
+
+// Whether the store holds every image of entries, by its config's digest (checked).
+bool AllHeld(const Paths& paths, const ImageInput& input, const std::vector<ImageEntry>& entries) {
+  return std::all_of(entries.begin(), entries.end(), [&](const ImageEntry& entry) {
+    auto image = ReadConfig(input, entry.config);
+    struct stat st {};
+    return image && lstat(paths.image(image->id).c_str(), &st) == 0;
+  });
+}
+
 // What a refused import left, gone, when no other import runs.
 void SweepAfterFailure(const Paths& paths, Lock& gc) {
   if (gc.Convert(LOCK_EX | LOCK_NB)) (void)CollectGarbage(paths);
@@ -425,12 +443,19 @@ Expected<ImportResult> ImageStore::Import(const std::string& source, const Impor
   ImportResult result;
   auto imported = [&]() -> Expected<void> {
     SMOLBOX_ASSIGN_OR_RETURN(auto staging, MakeStaging(paths.tmp(), "import-"));
-    if (mkdirat(staging.fd(), "input", 0700) != 0) return std::unexpected(Error::Sys("mkdir a staging input"));
-    UniqueFd input_dir(OpenBeneath(staging.fd(), "input", O_RDONLY | O_DIRECTORY));
-    SMOLBOX_ASSIGN_OR_RETURN(auto input, ImageInput::Open(source, input_dir.get(), options.max_bytes, options.max_files));
-    SMOLBOX_ASSIGN_OR_RETURN(auto entries, ReadImageList(input));
-    SMOLBOX_ASSIGN_OR_RETURN(entries, Choose(std::move(entries), options, source, result.warnings));
-    for (const ImageEntry& entry : entries) {
+    // A tar is read for its small files first: when the store holds every image it names, that
+    // is all the import needs. Otherwise, or on any error, it is read again, whole.
+    SMOLBOX_ASSIGN_OR_RETURN(auto input, OpenInput(staging, "small", source, options, ImageInput::Files::kSmallOnly));
+    auto entries = ReadImageList(input);
+    if (entries) entries = Choose(std::move(*entries), options, source, result.warnings);
+    if (!input.complete() && !(entries && AllHeld(paths, input, *entries))) {
+      result.warnings.clear();
+      SMOLBOX_ASSIGN_OR_RETURN(input, OpenInput(staging, "input", source, options, ImageInput::Files::kAll));
+      SMOLBOX_ASSIGN_OR_RETURN(auto found, ReadImageList(input));
+      entries = Choose(std::move(found), options, source, result.warnings);
+    }
+    if (!entries) return std::unexpected(entries.error());
+    for (const ImageEntry& entry : *entries) {
       SMOLBOX_ASSIGN_OR_RETURN(auto image, Unpack(paths, input, entry, options, staging.fd(), result.warnings));
       SMOLBOX_TRY(Commit(paths, staging, image, entry.names));
       image.names = entry.names;

@@ -239,6 +239,29 @@ TEST_F(ImageStoreTest, keeps_hardlinks_and_symlinks_inside_the_image) {
   EXPECT_EQ(fs::read_symlink(root + "/usr/bin/abs"), "/etc/passwd");
 }
 
+// Imported again, a tar is read for its manifest and config only: its layer, over the small
+// files' bound, is skipped. Shown by a size bound below the layer's: the store that holds the
+// image imports the tar within it, an empty store, which needs the layer, refuses it.
+TEST_F(ImageStoreTest, a_tar_imported_again_is_read_for_its_small_files_only) {
+  std::string layer = MakeTar({File("big", std::string(5 << 20, 'x'))});
+  WriteFile(dir_.path() + "/save.tar", DockerSaveTar({layer}, Config({"A=b"}), {"demo:1"}));
+  auto first = store_->Import(dir_.path() + "/save.tar", {});
+  ASSERT_TRUE(first) << first.error().ToString();
+  ImportOptions small = Named("demo:2");
+  small.max_bytes = 1 << 20;
+  auto again = store_->Import(dir_.path() + "/save.tar", small);
+  ASSERT_TRUE(again) << again.error().ToString();
+  EXPECT_EQ(again->images.at(0).id, first->images.at(0).id);
+  EXPECT_EQ(Entries(store_->root() + "/tmp"), 0u);
+  TempDir other("image-store-empty");
+  auto empty = ImageStore::Open(other.path() + "/store");
+  ASSERT_TRUE(empty);
+  auto refused = empty->Import(dir_.path() + "/save.tar", small);
+  ASSERT_FALSE(refused);
+  EXPECT_NE(refused.error().ToString().find("unpacks to more than 1048576 bytes"), std::string::npos)
+      << refused.error().ToString();
+}
+
 TEST_F(ImageStoreTest, imports_a_docker_save_tar_plain_or_gzipped_with_a_repeated_layer_linked) {
   std::string base = MakeTar({File("etc/os-release", "ID=dockerish\n")});
   std::string tar = DockerSaveTar({base, MakeTar({File("app", "1")}), base}, Config({"A=b"}, {{"Cmd", {"/app"}}}),
