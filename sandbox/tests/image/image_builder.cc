@@ -26,8 +26,11 @@ std::string MakeTar(const std::vector<TarEntry>& entries, Compression compressio
   archive_write_set_format_pax_restricted(writer.get());
   if (compression == Compression::kGzip) archive_write_add_filter_gzip(writer.get());
   if (compression == Compression::kZstd) archive_write_add_filter_zstd(writer.get());
+  // Room for every entry's data and headers; compressing incompressible data adds a little.
+  size_t room = 1 << 20;
+  for (const TarEntry& e : entries) room += e.data.size() + 2048;
   std::string out;
-  out.resize(64 << 20);
+  out.resize(room + room / 64);
   size_t used = 0;
   if (archive_write_open_memory(writer.get(), out.data(), out.size(), &used) != ARCHIVE_OK) {
     throw std::runtime_error(archive_error_string(writer.get()));
