@@ -11,6 +11,7 @@
 #include <memory>
 
 #include "archive_error.h"
+#include "bounded_read.h"
 #include "beneath.h"
 #include "image_manifest.h"
 
@@ -166,15 +167,7 @@ Expected<UniqueFd> ImageInput::OpenFile(const std::string& name) const {
 
 Expected<std::string> ImageInput::ReadSmall(const std::string& name, size_t max_bytes) const {
   SMOLBOX_ASSIGN_OR_RETURN(auto fd, OpenFile(name));
-  std::string text;
-  char buffer[1 << 16];
-  ssize_t n;
-  while ((n = read(fd.get(), buffer, sizeof buffer)) > 0) {
-    text.append(buffer, static_cast<size_t>(n));
-    if (text.size() > max_bytes) return std::unexpected(Error{"import", fmt::format("{} in {} is larger than {} bytes", name, origin_, max_bytes), 0});
-  }
-  if (n < 0) return std::unexpected(Error::Sys(fmt::format("import: read {}", name)));
-  return text;
+  return ReadBounded(fd.get(), max_bytes, fmt::format("{} in {}", name, origin_));
 }
 
 }  // namespace smolbox::image

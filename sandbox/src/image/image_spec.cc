@@ -8,6 +8,7 @@
 #include <optional>
 
 #include "beneath.h"
+#include "bounded_read.h"
 #include "unique_fd.h"
 
 namespace smolbox::image {
@@ -22,17 +23,19 @@ std::optional<uint32_t> Number(std::string_view text) {
   return value;
 }
 
-// The image's /etc/passwd or /etc/group, beneath its root: a link there could name a host file.
-std::string ReadAccounts(const std::string& rootfs, const std::string& name) {
+// The image's /etc/passwd or /etc/group, beneath its root: a link there could name a host
+// file, and is refused. An image without the file has no accounts: "".
+Expected<std::string> ReadAccounts(const std::string& rootfs, const std::string& name) {
   UniqueFd root(open(rootfs.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  UniqueFd fd(root.valid() ? OpenBeneath(root.get(), name, O_RDONLY) : -1);
-  std::string text;
-  char buffer[1 << 16];
-  ssize_t n;
-  while (fd.valid() && text.size() <= kMaxAccountsFile && (n = read(fd.get(), buffer, sizeof buffer)) > 0) {
-    text.append(buffer, static_cast<size_t>(n));
+  if (!root.valid()) return std::unexpected(Error::Sys("open the image's root " + rootfs));
+  UniqueFd fd(OpenBeneath(root.get(), name, O_RDONLY));
+  if (!fd.valid() && errno == ENOENT) return std::string();
+  if (!fd.valid() && (errno == ELOOP || errno == EXDEV)) {
+    return std::unexpected(Error::Field("image", fmt::format("its /{} is a link; a User is looked up in the image's "
+                                                             "own file only", name)));
   }
-  return text;
+  if (!fd.valid()) return std::unexpected(Error::Sys("open the image's /" + name));
+  return ReadBounded(fd.get(), kMaxAccountsFile, "the image's /" + name);
 }
 
 // The line of an accounts file whose first field is key (a name) or, when by_id, whose third
@@ -66,7 +69,7 @@ Expected<WorkloadUser> ResolveImageUser(const std::string& rootfs, const std::st
   std::string name = user.substr(0, colon);
   std::optional<std::string> group = colon == std::string::npos ? std::nullopt : std::optional(user.substr(colon + 1));
   WorkloadUser ids;
-  std::string passwd = ReadAccounts(rootfs, "etc/passwd");
+  SMOLBOX_ASSIGN_OR_RETURN(auto passwd, ReadAccounts(rootfs, "etc/passwd"));
   if (auto number = Number(name)) {
     ids.uid = *number;
     auto account = FindAccount(passwd, name, true);
@@ -84,7 +87,8 @@ Expected<WorkloadUser> ResolveImageUser(const std::string& rootfs, const std::st
     if (auto number = Number(*group)) {
       ids.gid = *number;
     } else {
-      auto entry = FindAccount(ReadAccounts(rootfs, "etc/group"), *group, false);
+      SMOLBOX_ASSIGN_OR_RETURN(auto groups, ReadAccounts(rootfs, "etc/group"));
+      auto entry = FindAccount(groups, *group, false);
       auto gid = entry && entry->size() >= 3 ? Number((*entry)[2]) : std::nullopt;
       if (!gid) return std::unexpected(NotFound(user, "group " + *group, "/etc/group"));
       ids.gid = *gid;

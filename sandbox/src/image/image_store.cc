@@ -13,12 +13,14 @@
 #include <set>
 
 #include "beneath.h"
+#include "bounded_read.h"
 #include "digest.h"
 #include "image_config.h"
 #include "image_input.h"
 #include "image_manifest.h"
 #include "json_bounds.h"
 #include "layer_extract.h"
+#include "owned_dir.h"
 #include "unique_fd.h"
 
 namespace smolbox::image {
@@ -29,19 +31,6 @@ using Tags = std::map<std::string, std::string>;  // "name:tag" -> image ID
 
 constexpr size_t kMaxRecordBytes = 4 << 20;
 constexpr size_t kMinIdPrefix = 12;
-
-// A directory of the store: made where missing, and refused unless it is ours and no symlink,
-// since a store another user could write into would let them plant an image.
-Expected<void> OwnedDir(const std::string& path, mode_t mode) {
-  if (mkdir(path.c_str(), mode) != 0 && errno != EEXIST) return std::unexpected(Error::Sys("mkdir " + path));
-  struct stat st {};
-  if (lstat(path.c_str(), &st) != 0) return std::unexpected(Error::Sys("lstat " + path));
-  if (!S_ISDIR(st.st_mode) || st.st_uid != geteuid()) {
-    return std::unexpected(Error{path, "is not a directory owned by this user; refusing it as the image store", 0});
-  }
-  if ((st.st_mode & 07777) != mode && chmod(path.c_str(), mode) != 0) return std::unexpected(Error::Sys("chmod " + path));
-  return {};
-}
 
 std::string RandomName(const char* prefix) {
   std::random_device rd;
@@ -98,15 +87,7 @@ Expected<Staging> MakeStaging(const std::string& tmp_dir, const char* prefix) {
 Expected<std::string> ReadFileText(const std::string& path, size_t max_bytes) {
   UniqueFd fd(open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
   if (!fd.valid()) return std::unexpected(Error::Sys("open " + path));
-  std::string text;
-  char buffer[1 << 16];
-  ssize_t n;
-  while ((n = read(fd.get(), buffer, sizeof buffer)) > 0) {
-    text.append(buffer, static_cast<size_t>(n));
-    if (text.size() > max_bytes) return std::unexpected(Error{path, "is larger than the store writes it", 0});
-  }
-  if (n < 0) return std::unexpected(Error::Sys("read " + path));
-  return text;
+  return ReadBounded(fd.get(), max_bytes, path);
 }
 
 // Written whole or not at all: a temporary file renamed over the old one.
@@ -254,8 +235,8 @@ Expected<void> CollectGarbage(const Paths& paths) {
 }
 
 Expected<void> MakeLayout(const Paths& paths) {
-  for (const std::string& dir : {paths.root, paths.images()}) SMOLBOX_TRY(OwnedDir(dir, 0711));
-  for (const std::string& dir : {paths.blobs(), paths.blob_dir(), paths.tmp()}) SMOLBOX_TRY(OwnedDir(dir, 0700));
+  for (const std::string& dir : {paths.root, paths.images()}) SMOLBOX_TRY(EnsureOwnedDir(dir, 0711));
+  for (const std::string& dir : {paths.blobs(), paths.blob_dir(), paths.tmp()}) SMOLBOX_TRY(EnsureOwnedDir(dir, 0700));
   return {};
 }
 
@@ -492,10 +473,12 @@ Expected<ImageInfo> ImageStore::Find(const std::string& reference) const {
     return Error::Field("image", fmt::format("no image {:?} in the store {} (images are never pulled; "
                                              "add one with smolbox image import FILE)", reference, root_));
   };
-  if (auto name = NormalizeReference(reference, "image"); name && tags.contains(*name)) {
-    return ReadRecord(paths, tags.at(*name), tags);
-  }
+  auto name = NormalizeReference(reference, "image");
+  if (name && tags.contains(*name)) return ReadRecord(paths, tags.at(*name), tags);
   std::string hex = reference.starts_with("sha256:") ? reference.substr(7) : reference;
+  bool id_like = !hex.empty() && hex.find_first_not_of("0123456789abcdef") == std::string::npos;
+  // Neither a name nor an ID: say what is wrong with it, not that the store lacks it.
+  if (!name && !id_like) return std::unexpected(name.error());
   if (hex.size() < kMinIdPrefix) return std::unexpected(missing());
   SMOLBOX_ASSIGN_OR_RETURN(auto ids, ImageIds(paths));
   std::vector<std::string> matches;
