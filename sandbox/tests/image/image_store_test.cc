@@ -108,6 +108,14 @@ TEST_F(ImageStoreTest, refuses_a_path_through_a_symlink_a_lower_layer_planted) {
   EXPECT_TRUE(fs::is_empty(dir_.path() + "/outside"));
 }
 
+// A link that stays in the tree is no more to be written through: the entry lands where its
+// own path says, or not at all.
+TEST_F(ImageStoreTest, refuses_a_path_through_a_symlink_that_stays_inside_the_tree) {
+  std::string lower = MakeTar({Dir("usr"), Dir("opt"), Symlink("usr/lib", "../opt")});
+  std::string upper = MakeTar({File("usr/lib/x", "through the link")});
+  ExpectRefused(ImportLayers({lower, upper}), "goes through the symlink usr/lib");
+}
+
 TEST_F(ImageStoreTest, refuses_hardlinks_to_outside_the_layer) {
   WriteFile(dir_.path() + "/secret", "host secret");
   ExpectRefused(ImportLayers({MakeTar({Hardlink("x", "../../secret")})}), "outside the image");
@@ -260,6 +268,21 @@ TEST_F(ImageStoreTest, a_tar_imported_again_is_read_for_its_small_files_only) {
   ASSERT_FALSE(refused);
   EXPECT_NE(refused.error().ToString().find("unpacks to more than 1048576 bytes"), std::string::npos)
       << refused.error().ToString();
+}
+
+// A reference that is neither a name nor an ID is told so; a well-formed one the store lacks
+// is told to be imported.
+TEST_F(ImageStoreTest, find_says_what_is_wrong_with_a_reference_before_that_it_is_missing) {
+  for (const char* bad : {"", "BAD NAME", "a:b:c"}) {
+    auto found = store_->Find(bad);
+    ASSERT_FALSE(found) << bad;
+    EXPECT_NE(found.error().ToString().find("is not an image name"), std::string::npos) << found.error().ToString();
+  }
+  for (const char* absent : {"ok/name:1", "0123456789abcdef"}) {
+    auto found = store_->Find(absent);
+    ASSERT_FALSE(found) << absent;
+    EXPECT_NE(found.error().ToString().find("smolbox image import"), std::string::npos) << found.error().ToString();
+  }
 }
 
 TEST_F(ImageStoreTest, imports_a_docker_save_tar_plain_or_gzipped_with_a_repeated_layer_linked) {
