@@ -23,6 +23,7 @@
 #include "client.h"
 #include "guest_dir.h"
 #include "keeper.h"
+#include "mutant.h"
 #include "sandbox_state.h"
 #include "image_command.h"
 #include "smolbox/backend.h"
@@ -659,7 +660,11 @@ int ReportParseError(const CLI::App& app, const CLI::ParseError& e) {
 
 int main(int argc, char** argv) {
   CLI::App app{"smolbox: run untrusted code in a sandbox", "smolbox"};
+#ifdef SMOLBOX_MUTANTS
+  app.set_version_flag("--version", std::string("smolbox " SMOLBOX_VERSION "\n") + smolbox::mutant::Describe());
+#else
   app.set_version_flag("--version", "smolbox " SMOLBOX_VERSION);
+#endif
   // scripts/build-guest asks, so that the rule for where the guest lives is written once.
   app.add_flag_callback(
       "--print-guest-dir",
@@ -685,6 +690,15 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return ReportParseError(app, e);
   }
+#ifdef SMOLBOX_MUTANTS
+  if (auto loaded = smolbox::mutant::LoadFromEnvironment(); !loaded) {
+    fmt::print(stderr, "smolbox: {}\n", loaded.error().ToString());
+    return kExitSmolboxError;
+  }
+  std::string off;
+  for (const std::string& name : smolbox::mutant::DisabledNames()) off += (off.empty() ? "" : ", ") + name;
+  fmt::print(stderr, "smolbox: warning: mutant build, never for use; protections off: {}\n", off.empty() ? "none" : off);
+#endif
   // Backends report failures in the RunResult; this is the last resort at the edge.
   try {
     if (app.got_subcommand("create")) return Create(create_flags, sandbox);

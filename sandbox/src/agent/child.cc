@@ -1,10 +1,12 @@
 #include "child.h"
 
+#include <sched.h>
 #include <signal.h>
 #include <unistd.h>
 
 #include <cstring>
 
+#include "mutant.h"
 #include "privileges.h"
 
 namespace smolbox::agent {
@@ -31,8 +33,13 @@ SetupFailure ResetSignals() noexcept {
 }
 
 SetupFailure JoinCgroup(const ChildPlan& plan) noexcept {
+  // The agent holds the cgroup (in a microVM); on ns the runtime joined it, and made the
+  // sandbox's cgroup namespace, before the agent started.
+  if (plan.cgroup_procs_fd < 0) return {};
   // Before anything the workload could spend: from here on its memory and pids count.
-  if (plan.cgroup_procs_fd >= 0 && write(plan.cgroup_procs_fd, "0", 1) != 1) return Failed(SetupStep::kJoinCgroup);
+  if (write(plan.cgroup_procs_fd, "0", 1) != 1) return Failed(SetupStep::kJoinCgroup);
+  // Rooted at the workload's cgroup: /proc/self/cgroup shows "/", not the guest's layout.
+  if (SMOLBOX_PROTECTED("cgroupns") && unshare(CLONE_NEWCGROUP) != 0) return Failed(SetupStep::kCgroupNamespace);
   return {};
 }
 
@@ -50,6 +57,7 @@ SetupFailure WireStdio(const ChildPlan& plan) noexcept {
   }
   // Every other fd goes: the channel, the pipes' originals, anything a past exec left. The
   // error pipe stays until execve closes it (CLOEXEC), which is how the agent learns of it.
+  if (!SMOLBOX_PROTECTED("close_fds")) return {};
   auto error_fd = static_cast<unsigned>(plan.error_fd);
   if (error_fd > 3 && close_range(3, error_fd - 1, 0) != 0) return Failed(SetupStep::kCloseRange);
   if (close_range(error_fd + 1, ~0U, 0) != 0) return Failed(SetupStep::kCloseRange);
@@ -62,6 +70,7 @@ SetupFailure EnterWorkdir(const ChildPlan& plan) noexcept {
 }
 
 SetupFailure LoadSeccomp(const ChildPlan& plan) noexcept {
+  if (!SMOLBOX_PROTECTED("seccomp")) return {};
   if (int err = LoadSeccompProgram(*plan.seccomp); err != 0)
     return Failed(SetupStep::kSeccomp, err);
   return {};

@@ -6,6 +6,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "mutant.h"
+
 namespace smolbox::agent {
 namespace {
 
@@ -45,10 +47,18 @@ SetupFailure ClearCapabilities() noexcept {
 }  // namespace
 
 SetupFailure DropPrivileges(uid_t uid, gid_t gid) noexcept {
-  if (SetupFailure f = ClearBoundingSet()) return f;
-  if (SetupFailure f = SwitchUser(uid, gid)) return f;
-  if (SetupFailure f = ClearCapabilities()) return f;
-  if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) return Failed(SetupStep::kNoNewPrivs);
+  if (SMOLBOX_PROTECTED("cap_drop")) {
+    if (SetupFailure f = ClearBoundingSet()) return f;
+  }
+  if (SMOLBOX_PROTECTED("uid_switch")) {
+    if (SetupFailure f = SwitchUser(uid, gid)) return f;
+  }
+  if (SMOLBOX_PROTECTED("cap_drop")) {
+    if (SetupFailure f = ClearCapabilities()) return f;
+  }
+  if (SMOLBOX_PROTECTED("no_new_privs") && prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) {
+    return Failed(SetupStep::kNoNewPrivs);
+  }
   return {};
 }
 

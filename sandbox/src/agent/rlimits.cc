@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "mutant.h"
+
 namespace smolbox::agent {
 namespace {
 
@@ -15,11 +17,11 @@ rlim_t AsRlim(int64_t value) { return static_cast<rlim_t>(value); }
 
 RlimitPlan PlanRlimits(const ExecRequest& request) {
   RlimitPlan plan;
-  if (request.files > 0) {
+  if (request.files > 0 && SMOLBOX_PROTECTED("rlimit_files")) {
     Add(plan, RLIMIT_NOFILE, AsRlim(request.files), AsRlim(request.files),
         SetupStep::kRlimitNofile);
   }
-  if (request.cpu_ms > 0) {
+  if (request.cpu_ms > 0 && SMOLBOX_PROTECTED("rlimit_cpu")) {
     // SIGXCPU at the soft limit, SIGKILL a second later for a workload that ignores it.
     rlim_t seconds = AsRlim((request.cpu_ms + 999) / 1000);
     Add(plan, RLIMIT_CPU, seconds, seconds + 1, SetupStep::kRlimitCpu);

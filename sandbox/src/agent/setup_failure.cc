@@ -46,6 +46,8 @@ std::string_view StepName(SetupStep step) {
       return "seccomp(SECCOMP_SET_MODE_FILTER)";
     case SetupStep::kJoinCgroup:
       return "join the workload cgroup";
+    case SetupStep::kCgroupNamespace:
+      return "unshare(CLONE_NEWCGROUP)";
   }
   return "unknown step";
 }

@@ -34,6 +34,7 @@ enum class SetupStep : int32_t {
   kNoNewPrivs,
   kSeccomp,
   kJoinCgroup,
+  kCgroupNamespace,
 };
 
 // Plain data, so that it crosses the pipe as raw bytes in a single atomic write.

@@ -15,6 +15,7 @@
 
 #include "hidden_source.h"
 #include "in_root.h"
+#include "mutant.h"
 
 namespace smolbox::confine {
 namespace {
@@ -258,6 +259,10 @@ Expected<void> MakePts(const std::string& dev) {
 
 // The descriptor of the new /dev, a tmpfs of the setup's own.
 Expected<UniqueFd> MakeDev(int root_fd) {
+  if (!SMOLBOX_PROTECTED("minimal_dev")) {
+    SMOLBOX_TRY(BindInRoot(root_fd, "/dev", "/dev", MakeMissing::kDirectories, false, MS_NOSUID));
+    return OpenInRoot(root_fd, "/dev", MakeMissing::kNothing);
+  }
   SMOLBOX_ASSIGN_OR_RETURN(auto mounted, MountInRoot(root_fd, "/dev", "tmpfs", MS_NOSUID | MS_NOEXEC, "size=64k,mode=0755"));
   const std::string dev = FdPath(mounted.get());
   for (const char* name : kDevices) {
@@ -276,6 +281,7 @@ Expected<UniqueFd> MakeDev(int root_fd) {
 }
 
 Expected<void> MaskProc(const std::string& proc, const std::string& dev) {
+  if (!SMOLBOX_PROTECTED("proc_masks")) return {};
   for (const char* name : kProcMasked) {
     std::string path = proc + "/" + name;
     struct stat st{};
@@ -349,6 +355,10 @@ Expected<void> MountVolumes(const RootPlan& plan, int root_fd) {
   std::optional<SourceHider> hider;  // made at the first ro volume, detached after the last
   for (const auto& v : plan.volumes) {
     bool is_dir = v.read_only ? IsDirectoryFd(v.source_fd) : true;
+    if (v.read_only && !SMOLBOX_PROTECTED("ro_volume")) {
+      SMOLBOX_TRY(BindInRoot(root_fd, FdPath(v.source_fd), v.target, is_dir ? MakeMissing::kDirectories : MakeMissing::kFile, false));
+      continue;
+    }
     if (v.read_only && plan.hide_host_paths) {
       auto hidden = MountHidden(hider, plan, v, is_dir, root_fd);
       if (hidden) continue;
@@ -413,6 +423,7 @@ Expected<void> BuildRoot(const RootPlan& plan) {
   SMOLBOX_TRY(MakeProc(root_fd.get(), dev, plan.proc_options));
   SMOLBOX_TRY(MountStorage(plan, root_fd.get()));
   SMOLBOX_TRY(MountVolumes(plan, root_fd.get()));
+  if (!SMOLBOX_PROTECTED("ro_root") || !SMOLBOX_PROTECTED("minimal_dev")) return {};
   // The skeleton itself becomes read-only; only the storage binds stay writable.
   SMOLBOX_TRY(Mount("none", dev, nullptr, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NOEXEC | LockedFlags(dev)));
   return Mount("none", root, nullptr, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV);
@@ -420,6 +431,13 @@ Expected<void> BuildRoot(const RootPlan& plan) {
 
 Expected<void> PivotInto(const std::string& newroot) {
   if (chdir(newroot.c_str()) != 0) return std::unexpected(Error::Sys("chdir " + newroot));
+#ifdef SMOLBOX_MUTANTS
+  // Its mutant: a chroot, which leaves the host's root mounted, and reachable, beneath.
+  if (!SMOLBOX_PROTECTED("pivot_root")) {
+    if (chroot(".") != 0 || chdir("/") != 0) return std::unexpected(Error::Sys("chroot " + newroot));
+    return {};
+  }
+#endif
   // pivot_root(".", ".") stacks the old root on top of the new one; unmounting "." then
   // detaches the old root without needing a directory to park it in.
   if (syscall(SYS_pivot_root, ".", ".") != 0) return std::unexpected(Error::Sys("pivot_root"));

@@ -1,6 +1,7 @@
 #include "exec_protocol.h"
 
 #include "json_message.h"
+#include "mutant.h"
 
 namespace smolbox {
 
@@ -34,14 +35,32 @@ ExecReport ExitSample() {
 channel::Message EncodeExec(const ExecRequest& request) {
   nlohmann::json header = request;
   header["type"] = "exec";
+#ifdef SMOLBOX_MUTANTS
+  // The runtime's switches go to the agent with every order. An agent that is no mutant
+  // refuses the order: the field is none of its shape.
+  if (!mutant::DisabledNames().empty()) header["disable"] = mutant::DisabledNames();
+#endif
   return channel::Message{std::move(header), ""};
 }
 
 Expected<ExecRequest> DecodeExec(const channel::Message& m) {
   if (m.Type() != "exec") return std::unexpected(Error{"channel", "expected an exec message", 0});
   static const MessageShape shape(ExecSample());
+#ifdef SMOLBOX_MUTANTS
+  nlohmann::json header = m.header;
+  std::vector<std::string> disable;
+  if (header.contains("disable") && header["disable"].is_array()) {
+    for (const auto& name : header["disable"]) {
+      if (name.is_string()) disable.push_back(name.get<std::string>());
+    }
+    header.erase("disable");
+  }
+  SMOLBOX_TRY(mutant::SetDisabled(disable));
+  SMOLBOX_ASSIGN_OR_RETURN(ExecRequest request, DecodeMessage<ExecRequest>(header, shape, "exec message"));
+#else
   SMOLBOX_ASSIGN_OR_RETURN(ExecRequest request,
                            DecodeMessage<ExecRequest>(m.header, shape, "exec message"));
+#endif
   if (request.argv.empty()) return std::unexpected(Error{"exec message", "argv is empty", 0});
   return request;
 }

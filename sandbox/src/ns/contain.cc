@@ -15,6 +15,7 @@
 
 #include "egress_redirect.h"
 #include "fd_passing.h"
+#include "mutant.h"
 #include "net.h"
 #include "storage.h"
 
@@ -46,6 +47,7 @@ Expected<void> JoinCgroup(ContainPlan& plan) {
 }
 
 Expected<void> EnterCgroupNamespace() {
+  if (!SMOLBOX_PROTECTED("cgroupns")) return {};
   // Only now, once the runtime has checked that we are in our cgroup, so that it becomes the
   // namespace's root.
   if (unshare(CLONE_NEWCGROUP) != 0) return std::unexpected(Error::Sys("unshare CLONE_NEWCGROUP"));
@@ -85,6 +87,8 @@ Expected<void> BuildRootAndReport(ContainPlan& plan) {
 }
 
 Expected<void> SetHostname() {
+  // Never the host's own name: only in a UTS namespace of the sandbox's.
+  if (!SMOLBOX_PROTECTED("utsns")) return {};
   static constexpr char kName[] = "sandbox";
   if (sethostname(kName, sizeof kName - 1) != 0) return std::unexpected(Error::Sys("sethostname"));
   if (setdomainname("", 0) != 0) return std::unexpected(Error::Sys("setdomainname"));

@@ -23,6 +23,7 @@
 #include "fd_passing.h"
 #include "gateway.h"
 #include "json_bounds.h"
+#include "mutant.h"
 #include "net.h"
 #include "state.h"
 #include "storage.h"
@@ -104,8 +105,14 @@ Expected<void> StartSandbox(const SandboxSpec& spec, Sandbox& box) {
   ContainPlan plan = MakePlan(spec, box, child_end.get());
   plan.cgroup = box.cgroup->OpenEntry();
   int pidfd = -1;
-  unsigned long flags = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC |
-                        CLONE_NEWUTS | CLONE_PIDFD | SIGCHLD;
+  unsigned long flags = CLONE_NEWNS | CLONE_PIDFD | SIGCHLD;
+  // Each namespace is a protection of its own (mutant.h). The mount namespace is not: without
+  // it the setup would mount over, and pivot, the host's own tree.
+  if (SMOLBOX_PROTECTED("userns")) flags |= CLONE_NEWUSER;
+  if (SMOLBOX_PROTECTED("pidns")) flags |= CLONE_NEWPID;
+  if (SMOLBOX_PROTECTED("netns")) flags |= CLONE_NEWNET;
+  if (SMOLBOX_PROTECTED("ipcns")) flags |= CLONE_NEWIPC;
+  if (SMOLBOX_PROTECTED("utsns")) flags |= CLONE_NEWUTS;
   long pid = plan.cgroup.Clone(flags, &pidfd);
   if (pid < 0) return std::unexpected(Error::Sys("clone with new namespaces"));
   if (pid == 0) {

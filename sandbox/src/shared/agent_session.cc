@@ -11,6 +11,7 @@
 #include <chrono>
 
 #include "exec_protocol.h"
+#include "mutant.h"
 
 namespace smolbox::shared {
 namespace {
@@ -110,6 +111,13 @@ ExecRequest MakeExecRequest(const ExecSpec& spec, const AgentSandbox& sandbox, c
   r.argv = spec.argv;
   r.env = {{"PATH", kDefaultPath}, {"HOME", workdir}, {"LANG", "C.UTF-8"}};
   for (const auto& [k, v] : spec.env) r.env[k] = v;
+  if (!SMOLBOX_PROTECTED("env_scrub")) {
+    for (char** entry = environ; *entry != nullptr; ++entry) {
+      std::string_view text(*entry);
+      size_t equals = text.find('=');
+      if (equals != std::string_view::npos) r.env.emplace(text.substr(0, equals), text.substr(equals + 1));
+    }
+  }
   r.cwd = workdir;
   r.uid = sandbox.uid;
   r.gid = sandbox.gid;

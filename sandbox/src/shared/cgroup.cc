@@ -20,6 +20,7 @@
 #include <fmt/format.h>
 
 #include "cgroup_hierarchies.h"
+#include "mutant.h"
 
 namespace smolbox::shared {
 namespace {
@@ -223,10 +224,14 @@ void Cgroup::ApplyLimits(const CgroupLimits& limits) {
   auto fail = [this](const std::string& what) {
     problems_.push_back(fmt::format("could not set {} ({})", what, strerror(errno)));
   };
-  if (memory_ && memory_->version == 2) {
+  // With a protection off (mutant.h) the cgroup still accounts, but holds no limit.
+  const bool memory = memory_ && SMOLBOX_PROTECTED("memory_cgroup");
+  const bool cpu = cpu_ && SMOLBOX_PROTECTED("cpu_quota");
+  const bool pids = pids_ && SMOLBOX_PROTECTED("pids_cgroup");
+  if (memory && memory_->version == 2) {
     if (!WriteFile(memory_->path + "/memory.max", std::to_string(limits.memory_bytes))) fail("memory.max");
     WriteFile(memory_->path + "/memory.swap.max", "0");  // absent without swap accounting
-  } else if (memory_) {
+  } else if (memory) {
     const std::string& p = memory_->path;
     if (!WriteFile(p + "/memory.limit_in_bytes", std::to_string(limits.memory_bytes))) fail("memory.limit_in_bytes");
     // memsw is memory plus swap: equal to the memory limit means no swap at all.
@@ -234,13 +239,13 @@ void Cgroup::ApplyLimits(const CgroupLimits& limits) {
     WriteFile(p + "/memory.swappiness", "0");
   }
   int64_t quota = std::max<int64_t>(1000, std::llround(limits.cpus * kCpuPeriodUs));
-  if (cpu_ && cpu_->version == 2) {
+  if (cpu && cpu_->version == 2) {
     if (!WriteFile(cpu_->path + "/cpu.max", fmt::format("{} {}", quota, kCpuPeriodUs))) fail("cpu.max");
-  } else if (cpu_) {
+  } else if (cpu) {
     WriteFile(cpu_->path + "/cpu.cfs_period_us", std::to_string(kCpuPeriodUs));
     if (!WriteFile(cpu_->path + "/cpu.cfs_quota_us", std::to_string(quota))) fail("cpu.cfs_quota_us");
   }
-  if (pids_ && !WriteFile(pids_->path + "/pids.max", std::to_string(limits.pids))) fail("pids.max");
+  if (pids && !WriteFile(pids_->path + "/pids.max", std::to_string(limits.pids))) fail("pids.max");
 }
 
 std::string Cgroup::Describe() const {

@@ -15,6 +15,7 @@
 
 #include <fmt/format.h>
 
+#include "mutant.h"
 #include "unique_fd.h"
 
 namespace smolbox::shared {
@@ -76,6 +77,22 @@ std::string KindOf(mode_t mode) {
   return "special file";
 }
 
+// The copy-back sanitizer's mutant (mutant.h): a symlink of the sandbox's made as it is on the
+// host, and the setuid and setgid bits of every file kept.
+Expected<void> CopyLinkAsIs(int from_dir, const std::string& name, const struct stat& st, int to_dir) {
+  if (!S_ISLNK(st.st_mode)) return {};
+  char target[4096];
+  ssize_t n = readlinkat(from_dir, name.c_str(), target, sizeof target - 1);
+  if (n < 0) return std::unexpected(Error::Sys("readlink " + name));
+  unlinkat(to_dir, name.c_str(), 0);
+  if (symlinkat(std::string(target, static_cast<size_t>(n)).c_str(), to_dir, name.c_str()) != 0) {
+    return std::unexpected(Error::Sys("symlink " + name));
+  }
+  return {};
+}
+
+mode_t PermissionBits() { return SMOLBOX_PROTECTED("copyback_sanitizer") ? kPermissionBits : 07777; }
+
 // Writes `from` into `to_dir/name` via a temporary name and rename: rename replaces whatever
 // entry is there (even a symlink) without following it.
 Expected<void> CopyFile(int from_dir, const std::string& name, const struct stat& st, int to_dir,
@@ -95,7 +112,7 @@ Expected<void> CopyFile(int from_dir, const std::string& name, const struct stat
     remaining -= n;
   }
   timespec times[2] = {st.st_atim, st.st_mtim};
-  if (fchown(out.get(), owner.uid, owner.gid) != 0 || fchmod(out.get(), st.st_mode & kPermissionBits) != 0 ||
+  if (fchown(out.get(), owner.uid, owner.gid) != 0 || fchmod(out.get(), st.st_mode & PermissionBits()) != 0 ||
       futimens(out.get(), times) != 0 || renameat(to_dir, temp.c_str(), to_dir, name.c_str()) != 0) {
     Error e = Error::Sys("install " + name);
     unlinkat(to_dir, temp.c_str(), 0);
@@ -181,7 +198,9 @@ Expected<void> Skip(const Walk& walk, const std::string& rel, const Error& error
 Expected<void> SyncEntry(Level& level, const std::string& name, const struct stat& st, const Walk& walk) {
   std::string rel = Join(level.path, name);
   auto existing = level.existing.find(name);
-  if (!S_ISREG(st.st_mode)) {
+  if (!S_ISREG(st.st_mode) && walk.from_sandbox && !SMOLBOX_PROTECTED("copyback_sanitizer")) {
+    return CopyLinkAsIs(level.from.get(), name, st, level.to.get());
+  } else if (!S_ISREG(st.st_mode)) {
     walk.dropped->push_back(fmt::format("{} {} not copied", KindOf(st.st_mode), rel));
   } else if (walk.from_sandbox && st.st_nlink > 1) {
     walk.dropped->push_back(fmt::format("hardlink {} not copied", rel));

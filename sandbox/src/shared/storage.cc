@@ -21,6 +21,7 @@
 
 #include <fmt/format.h>
 
+#include "mutant.h"
 #include "state.h"
 
 namespace smolbox::shared {
@@ -39,6 +40,12 @@ constexpr const char* kMountOptions = "barrier=0,noinit_itable,no_prefetch_block
 
 // One inode per 8 KiB: many small files hit the quota about when their bytes would.
 int64_t InodesFor(int64_t size_mib) { return std::max<int64_t>(1024, size_mib * 128); }
+
+// The storage's size: the quota; with the quota off (mutant.h), more than any disk bomb of the
+// battery writes.
+int64_t SizeFor(int64_t quota_mib) {
+  return SMOLBOX_PROTECTED("storage_quota") ? quota_mib : std::max<int64_t>(quota_mib, 1024);
+}
 
 // Where the ext4 superblock sits in the image, and the fields we check or renew in it
 // (struct ext4_super_block in the kernel's fs/ext4/ext4.h).
@@ -290,7 +297,8 @@ Expected<UniqueFd> MountImage(int64_t size_mib, const std::string& mountpoint, F
 
 }  // namespace
 
-Expected<Storage> Storage::CreateDisk(int64_t size_mib, const std::string& mountpoint) {
+Expected<Storage> Storage::CreateDisk(int64_t quota_mib, const std::string& mountpoint) {
+  const int64_t size_mib = SizeFor(quota_mib);
   if (mkdir(mountpoint.c_str(), 0700) != 0) return std::unexpected(Error::Sys("mkdir " + mountpoint));
   auto root = MountImage(size_mib, mountpoint, Format::kTemplate);
   if (!root) {
@@ -340,7 +348,8 @@ bool Storage::Full() const {
   return left < std::max<uint64_t>(1 << 20, total / 50) + (64 << 10) || st.f_favail == 0;
 }
 
-std::string TmpfsStorageOptions(int64_t size_mib, uid_t uid, gid_t gid) {
+std::string TmpfsStorageOptions(int64_t quota_mib, uid_t uid, gid_t gid) {
+  const int64_t size_mib = SizeFor(quota_mib);
   return fmt::format("size={}m,nr_inodes={},mode=0755,uid={},gid={}", size_mib, InodesFor(size_mib), uid, gid);
 }
 

@@ -1,0 +1,96 @@
+// Compiled into mutant builds only (mutant.h).
+#ifdef SMOLBOX_MUTANTS
+
+#include "mutant.h"
+
+#include <cstdlib>
+#include <cstring>
+
+#include <fmt/format.h>
+
+namespace smolbox::mutant {
+namespace {
+
+std::vector<std::string>& Disabled() {
+  static std::vector<std::string> names;
+  return names;
+}
+
+bool Known(const std::string& name) {
+  for (const Protection& p : Protections()) {
+    if (name == p.name) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+const std::vector<Protection>& Protections() {
+  static const std::vector<Protection> all = {
+      {"userns", "ns: the sandbox's user namespace (CLONE_NEWUSER)"},
+      {"pidns", "ns: its pid namespace (CLONE_NEWPID)"},
+      {"netns", "ns: its network namespace (CLONE_NEWNET)"},
+      {"ipcns", "ns: its IPC namespace (CLONE_NEWIPC)"},
+      {"utsns", "ns: its UTS namespace (CLONE_NEWUTS), and so its own hostname"},
+      {"cgroupns", "ns: its cgroup namespace"},
+      {"pivot_root", "ns: pivot_root with the host's root detached; chroot instead"},
+      {"minimal_dev", "both: the sandbox's own /dev of five devices; the host's /dev instead"},
+      {"proc_masks", "both: /proc's masked and read-only paths"},
+      {"ro_root", "both: the read-only root skeleton"},
+      {"ro_volume", "both: the read-only flag of ro volumes"},
+      {"seccomp", "agent: the seccomp policy"},
+      {"no_new_privs", "agent: PR_SET_NO_NEW_PRIVS"},
+      {"cap_drop", "agent: the empty bounding, ambient and effective capability sets"},
+      {"uid_switch", "agent: setresuid/setresgid to the workload's user"},
+      {"close_fds", "agent: closing every descriptor but stdio before exec"},
+      {"env_scrub", "runtime: the workload's environment is the spec's only"},
+      {"rlimit_files", "agent: RLIMIT_NOFILE"},
+      {"rlimit_cpu", "agent: RLIMIT_CPU, the CPU-time limit"},
+      {"output_cap", "agent: the cap on each output stream"},
+      {"memory_cgroup", "runtime: the memory cgroup's limit"},
+      {"pids_cgroup", "runtime: the pids cgroup's limit"},
+      {"cpu_quota", "runtime: the CPU cgroup's quota"},
+      {"storage_quota", "runtime: the storage's size"},
+      {"copyback_sanitizer", "runtime: copy-back of regular files only, without setuid bits"},
+  };
+  return all;
+}
+
+Expected<void> SetDisabled(const std::vector<std::string>& names) {
+  for (const std::string& name : names) {
+    if (!Known(name)) return std::unexpected(Error::Field("SMOLBOX_DISABLE", fmt::format("{:?} is no protection of this build (see smolbox --version)", name)));
+  }
+  Disabled() = names;
+  return {};
+}
+
+Expected<void> LoadFromEnvironment() {
+  const char* set = getenv("SMOLBOX_DISABLE");
+  std::vector<std::string> names;
+  for (const char* p = set ? set : ""; *p != '\0';) {
+    const char* comma = strchr(p, ',');
+    size_t length = comma ? static_cast<size_t>(comma - p) : strlen(p);
+    if (length > 0) names.emplace_back(p, length);
+    p += length + (comma ? 1 : 0);
+  }
+  return SetDisabled(names);
+}
+
+const std::vector<std::string>& DisabledNames() { return Disabled(); }
+
+bool IsDisabled(const char* name) noexcept {
+  for (const std::string& disabled : Disabled()) {
+    if (disabled == name) return true;
+  }
+  return false;
+}
+
+std::string Describe() {
+  std::string names;
+  for (const Protection& p : Protections()) names += fmt::format("\n  {:<14} {}", p.name, p.what);
+  return "mutant build: not for use. SMOLBOX_DISABLE=NAME[,NAME] skips these protections:" + names;
+}
+
+}  // namespace smolbox::mutant
+
+#endif  // SMOLBOX_MUTANTS
