@@ -160,21 +160,6 @@ const char* XmlEntity(char c) {
   }
 }
 
-// XML 1.0 cannot carry most control characters even as references: they become \xNN text.
-std::string XmlEscape(const std::string& text) {
-  std::string out;
-  for (char c : smolbox::ToValidUtf8(text)) {
-    auto byte = static_cast<unsigned char>(c);
-    if (const char* entity = XmlEntity(c)) {
-      out += entity;
-    } else if (byte < 0x20 || byte == 0x7f) {
-      out += fmt::format("\\x{:02x}", byte);
-    } else {
-      out += c;
-    }
-  }
-  return out;
-}
 
 std::string Seconds(int64_t ms) { return fmt::format("{:.3f}", static_cast<double>(ms) / 1000); }
 
@@ -357,6 +342,22 @@ std::string OsName() {
 }
 
 }  // namespace
+
+// XML 1.0 cannot carry most control characters even as references: they become \xNN text.
+std::string XmlEscape(const std::string& text) {
+  std::string out;
+  for (char c : smolbox::ToValidUtf8(text)) {
+    auto byte = static_cast<unsigned char>(c);
+    if (const char* entity = XmlEntity(c)) {
+      out += entity;
+    } else if (byte < 0x20 || byte == 0x7f) {
+      out += fmt::format("\\x{:02x}", byte);
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
 
 std::string NowIso8601() {
   std::time_t now = std::time(nullptr);

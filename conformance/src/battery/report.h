@@ -44,5 +44,7 @@ smolbox::Expected<void> WriteReports(const BatteryReport& report, const std::str
 nlohmann::json DescribeHost();
 // Now, as ISO 8601 in UTC: "2026-11-30T15:04:05Z".
 std::string NowIso8601();
+// Text as XML 1.0 character data; control characters become \xNN.
+std::string XmlEscape(const std::string& text);
 
 }  // namespace smolvm_check

@@ -197,6 +197,7 @@ Launch MakeLaunch(const Case& c, const Profile& profile, std::vector<std::string
   launch.argv = std::move(argv);
   launch.env = {"PATH=/usr/local/bin:/usr/bin:/bin", "LANG=C.UTF-8", "HOME=" + dir.Workdir()};
   for (const auto& e : canaries.env()) launch.env.push_back(e);
+  for (const auto& e : options.sandbox_env) launch.env.push_back(e);
   // Host-path sandboxes get the case's env directly; the others through the profile's flags.
   if (profile.host_paths) {
     for (const auto& [k, v] : c.env) launch.env.push_back(k + "=" + v);

@@ -30,6 +30,8 @@ struct RunOptions {
   const TestInternet* internet = nullptr;
   std::string internet_unavailable;
   bool keep_stdout = false;  // CaseReport::stdout_data, for the bench's measures
+  // "K=V" for the sandbox's own environment, beside the runner's: mutate's SMOLBOX_DISABLE.
+  std::vector<std::string> sandbox_env;
 };
 
 struct Progress {

@@ -101,20 +101,6 @@ std::string Delta(const BenchRow& row) { return row.delta ? fmt::format("{:+}", 
 
 std::string Ratio(const BenchRow& row) { return row.ratio > 0 ? fmt::format("{:.2f}x", row.ratio) : "-"; }
 
-std::string XmlEscape(const std::string& text) {
-  std::string out;
-  for (char ch : text) {
-    switch (ch) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      default: out += ch;
-    }
-  }
-  return out;
-}
-
 }  // namespace
 
 Expected<std::vector<Workload>> BenchWorkloads(const Catalog& catalog, const std::string& lang,

@@ -1,7 +1,8 @@
 // smolvm-check: verifies what a sandbox really holds.
 //
-//   smolvm-check run | host | remote github | bench
-//     (cli/run_command.h, cli/host_command.h, remote/remote_command.h, bench/bench_command.h)
+//   smolvm-check run | host | remote github | bench | mutate
+//     (cli/run_command.h, cli/host_command.h, remote/remote_command.h, bench/bench_command.h,
+//      cli/mutate_command.h)
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
@@ -9,6 +10,7 @@
 
 #include "bench/bench_command.h"
 #include "cli/host_command.h"
+#include "cli/mutate_command.h"
 #include "cli/run_command.h"
 #include "remote/remote_command.h"
 
@@ -21,6 +23,7 @@ int main(int argc, char** argv) {
   smolvm_check::AddHostCommand(app, exit_code);
   smolvm_check::AddRemoteCommand(app, exit_code);
   smolvm_check::AddBenchCommand(app, exit_code);
+  smolvm_check::AddMutateCommand(app, exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::Success& e) {

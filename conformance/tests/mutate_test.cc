@@ -1,0 +1,88 @@
+// smolvm-check mutate's parts that need no mutant build: the table is read strictly, verdicts
+// and the score follow from the cases, the reports say what they must; and the command refuses
+// a smolbox that is no mutant build.
+#include <gtest/gtest.h>
+
+#include "battery/catalog.h"
+#include "check_runner.h"
+#include "mutate/mutant_table.h"
+#include "mutate/mutation_report.h"
+
+namespace smolvm_check {
+namespace {
+
+const Catalog& TheCatalog() {
+  static Catalog catalog = *LoadCatalog(std::string(SMOLVM_CHECK_SOURCE_DIR) + "/adversarial/catalog.json");
+  return catalog;
+}
+
+std::string ParseError(const std::string& text) {
+  auto table = ParseMutantTable(text, TheCatalog());
+  return table ? "" : table.error().ToString();
+}
+
+TEST(MutantTable, the_shipped_table_loads_against_the_shipped_catalog) {
+  auto table = LoadMutantTable(std::string(SMOLVM_CHECK_SOURCE_DIR) + "/conformance/mutants.json", TheCatalog());
+  ASSERT_TRUE(table) << table.error().ToString();
+  EXPECT_GE(table->mutants.size(), 20u);
+}
+
+TEST(MutantTable, bad_rows_are_errors_naming_the_field) {
+  const std::string head = R"({"version": 1, "mutants": [)";
+  EXPECT_NE(ParseError(head + R"({"name": "x", "backends": ["ns"], "categories": ["cpu"], "extra": 1}]})").find("mutants[0]: unknown field \"extra\""), std::string::npos);
+  EXPECT_NE(ParseError(head + R"({"name": "x", "backends": ["kvm"], "categories": ["cpu"]}]})").find("mutants[0].backends[0]"), std::string::npos);
+  EXPECT_NE(ParseError(head + R"({"name": "x", "backends": ["ns"], "categories": ["cpus"]}]})").find("\"cpus\" is no category"), std::string::npos);
+  EXPECT_NE(ParseError(head + R"({"name": "x", "backends": ["ns"], "categories": []}]})").find("no defence_in_depth"), std::string::npos);
+  EXPECT_NE(ParseError(head + R"({"name": "x", "backends": ["ns"], "categories": ["cpu"]}, {"name": "x", "backends": ["ns"], "categories": ["cpu"]}]})").find("given twice"), std::string::npos);
+  EXPECT_NE(ParseError(R"({"version": 2, "mutants": []})").find("version"), std::string::npos);
+  EXPECT_NE(ParseError("[").find("malformed"), std::string::npos);
+}
+
+CaseReport Case(const std::string& id, Verdict verdict) {
+  CaseReport c;
+  c.id = id;
+  c.verdict = verdict;
+  c.wall_ms = 100;
+  return c;
+}
+
+TEST(MutationReport, a_failed_case_kills_unless_it_failed_without_the_mutant_too) {
+  Mutant m{"seccomp", {"ns"}, {"privilege"}, ""};
+  auto killed = Judge(m, {Case("a", Verdict::kPass), Case("b", Verdict::kFail)}, {});
+  EXPECT_EQ(killed.verdict, MutantVerdict::kKilled);
+  EXPECT_EQ(killed.killers, std::vector<std::string>{"b"});
+  EXPECT_EQ(Judge(m, {Case("a", Verdict::kPass), Case("b", Verdict::kFail)}, {"b"}).verdict, MutantVerdict::kSurvived);
+  EXPECT_EQ(Judge(m, {Case("a", Verdict::kError)}, {}).verdict, MutantVerdict::kStillborn);
+  Mutant documented{"x", {"ns"}, {"cpu"}, "the pids cgroup stops it first"};
+  EXPECT_EQ(Judge(documented, {Case("a", Verdict::kPass)}, {}).verdict, MutantVerdict::kDefenceInDepth);
+}
+
+TEST(MutationReport, the_score_counts_survivors_against_all_but_defence_in_depth) {
+  MutationReport report;
+  report.sandbox = "smolbox:ns";
+  report.results.push_back(Judge({"a", {"ns"}, {"cpu"}, ""}, {Case("x", Verdict::kFail)}, {}));
+  report.results.push_back(Judge({"b", {"ns"}, {"cpu"}, ""}, {Case("x", Verdict::kPass)}, {}));
+  report.results.push_back(Judge({"c", {"ns"}, {"cpu"}, "why"}, {Case("x", Verdict::kPass)}, {}));
+  EXPECT_DOUBLE_EQ(MutationScore(report), 50.0);
+  EXPECT_EQ(Survivors(report), 1u);
+  std::string md = ToMarkdown(report);
+  EXPECT_NE(md.find("mutation score 50%"), std::string::npos) << md;
+  EXPECT_NE(md.find("| `a` | killed | 1 | x |"), std::string::npos) << md;
+  EXPECT_NE(md.find("| `c` | defence in depth | 1 | why |"), std::string::npos) << md;
+  std::string xml = ToJunitXml(report);
+  EXPECT_NE(xml.find("tests=\"3\" failures=\"1\""), std::string::npos) << xml;
+  EXPECT_NE(xml.find("name=\"b\" time=\"0.1\"><failure message=\"survived"), std::string::npos) << xml;
+  EXPECT_EQ(ToJson(report)["mutants"][0]["killers"][0], "x");
+}
+
+TEST(MutateCommand, refuses_a_smolbox_that_is_no_mutant_build) {
+  auto run = RunCheck({"mutate", "--sandbox", "smolbox:ns", "--smolbox", std::string(SMOLBOX_BIN_DIR) + "/smolbox"});
+  EXPECT_EQ(run.exit_code, 2);
+  EXPECT_NE(run.err.find("is no mutant build"), std::string::npos) << run.err;
+  auto peer = RunCheck({"mutate", "--sandbox", "bwrap"});
+  EXPECT_EQ(peer.exit_code, 2);
+  EXPECT_NE(peer.err.find("mutate runs against smolbox:ns or smolbox:vm-tcg"), std::string::npos) << peer.err;
+}
+
+}  // namespace
+}  // namespace smolvm_check
