@@ -14,6 +14,12 @@ volume_source DIR    print where the ro volume DIR really is and the whole mount
                      directory's name carries the runner's token (path_canary), so a sandbox
                      that names the volume's source leaks it. BREACH if the volume's mount
                      names a root inside its filesystem. Under null, DIR is the host path.
+descriptors          BREACH if this process holds any descriptor beyond stdin, stdout and stderr:
+                     one the sandbox's own setup (or the launcher) left open
+cgroup               BREACH if /proc/self/cgroup names any cgroup but "/": without a cgroup
+                     namespace of its own, the workload learns the host's cgroup layout
+devices              BREACH if /dev holds a device beyond the few a sandbox gives (null, zero,
+                     full, random, urandom, tty and the pty and shm entries)
 """
 import os
 import socket
@@ -118,9 +124,46 @@ def volume_source(volume):
             say(f"BREACH the mount on {volume} names its source: {root}")
 
 
+def descriptors():
+    held = []
+    for fd in sorted(int(name) for name in os.listdir("/proc/self/fd")):
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except FileNotFoundError:
+            continue  # the listing's own, closed since
+        if fd > 2:
+            held.append(fd)
+            say(f"BREACH descriptor {fd} is open: {target}")
+    if not held:
+        say("DESCRIPTORS stdio only")
+
+
+def cgroup():
+    with open("/proc/self/cgroup") as f:
+        lines = f.read().splitlines()
+    for line in lines:
+        path = line.split(":", 2)[-1]
+        say(f"CGROUP {line}")
+        if path != "/":
+            say(f"BREACH /proc/self/cgroup names the host's cgroup {path}")
+
+
+SANDBOX_DEVICES = {"null", "zero", "full", "random", "urandom", "tty", "console", "ptmx", "pts",
+                   "shm", "mqueue", "fd", "stdin", "stdout", "stderr", "core"}
+
+
+def devices():
+    names = sorted(os.listdir("/dev"))
+    say(f"DEVICES {' '.join(names)}")
+    extra = [name for name in names if name not in SANDBOX_DEVICES]
+    if extra:
+        say(f"BREACH /dev holds the host's devices: {' '.join(extra[:20])}")
+
+
 MODES = {"env": env, "processes": processes, "hostname": hostname,
          "interfaces": interfaces, "mounts": mounts, "masked_proc": masked_proc,
-         "volume_source": volume_source}
+         "volume_source": volume_source, "descriptors": descriptors, "cgroup": cgroup,
+         "devices": devices}
 
 if __name__ == "__main__":
     MODES[ARGS[0]](*ARGS[1:])

@@ -30,14 +30,14 @@ Expected<void> Plant(const std::string& dir, const CaseMount& mount) {
   fs::create_directories(dir, ec);
   if (ec) return std::unexpected(Error{"mount " + mount.name, ec.message(), 0});
   // Any sandbox user must be able to write its outputs and read its inputs.
-  chmod(dir.c_str(), mount.read_only ? 0755 : 0777);
+  chmod(dir.c_str(), mount.read_only && !mount.world_writable ? 0755 : 0777);
   for (const auto& [relative, content] : mount.files) {
     fs::path path = fs::path(dir) / relative;
     fs::create_directories(path.parent_path(), ec);
     std::ofstream out(path, std::ios::binary);
     out << content;
     if (!out.flush()) return std::unexpected(Error{"mount " + mount.name, "cannot plant " + relative, errno});
-    chmod(path.c_str(), 0644);
+    chmod(path.c_str(), mount.world_writable ? 0666 : 0644);
   }
   return {};
 }

@@ -138,7 +138,7 @@ Expected<void> ParseMountTarget(const json& v, const std::string& path, CaseMoun
 }
 
 Expected<CaseMount> ParseMount(const json& v, const std::string& path) {
-  if (auto ok = CheckKeys(v, path, {"name", "mode", "target", "files", "path_canary"}); !ok) {
+  if (auto ok = CheckKeys(v, path, {"name", "mode", "target", "files", "path_canary", "world_writable"}); !ok) {
     return std::unexpected(ok.error());
   }
   SMOLBOX_TRY(Require(v, path, {"name", "target"}));
@@ -168,6 +168,10 @@ Expected<CaseMount> ParseMount(const json& v, const std::string& path) {
   if (v.contains("path_canary")) {
     SMOLBOX_ASSIGN_OR_RETURN(auto flag, GetBool(v["path_canary"], FieldPath(path, "path_canary")));
     mount.path_canary = flag;
+  }
+  if (v.contains("world_writable")) {
+    SMOLBOX_ASSIGN_OR_RETURN(auto flag, GetBool(v["world_writable"], FieldPath(path, "world_writable")));
+    mount.world_writable = flag;
   }
   return mount;
 }

@@ -75,6 +75,9 @@ struct CaseMount {
   // The host directory's name carries a fresh canary token, so that a sandbox that shows the
   // workload where its mounts come from leaks the token.
   bool path_canary = false;
+  // The host directory and its files are writable by anyone (0777, 0666), as shared data often
+  // is: then only the sandbox's read-only flag keeps a ro mount unwritten.
+  bool world_writable = false;
 };
 
 struct MaxCount {
