@@ -423,9 +423,12 @@ Expected<void> BuildRoot(const RootPlan& plan) {
   SMOLBOX_TRY(MakeProc(root_fd.get(), dev, plan.proc_options));
   SMOLBOX_TRY(MountStorage(plan, root_fd.get()));
   SMOLBOX_TRY(MountVolumes(plan, root_fd.get()));
-  if (!SMOLBOX_PROTECTED("ro_root") || !SMOLBOX_PROTECTED("minimal_dev")) return {};
   // The skeleton itself becomes read-only; only the storage binds stay writable.
-  SMOLBOX_TRY(Mount("none", dev, nullptr, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NOEXEC | LockedFlags(dev)));
+  if (!SMOLBOX_PROTECTED("ro_root")) return {};
+  // The setup's own /dev tmpfs; the minimal_dev mutant's bind of the host's /dev stays as bound.
+  if (SMOLBOX_PROTECTED("minimal_dev")) {
+    SMOLBOX_TRY(Mount("none", dev, nullptr, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NOEXEC | LockedFlags(dev)));
+  }
   return Mount("none", root, nullptr, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV);
 }
 
