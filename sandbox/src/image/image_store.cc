@@ -391,7 +391,24 @@ bool AllHeld(const Paths& paths, const ImageInput& input, const std::vector<Imag
   });
 }
 
-// What a refused import left, gone, when no other import runs.
+// An import's hold on gc.lock, shared with other imports. With no other import running, what
+// killed ones left is swept first. The lock is tried exclusive before it is held shared, never
+// upgraded: Linux drops a shared flock whose non-blocking upgrade fails, and another import
+// could then sweep this one's staging away.
+Expected<Lock> TakeImportLock(const Paths& paths) {
+  auto alone = Lock::Take(paths.gc_lock(), LOCK_EX | LOCK_NB);
+  if (!alone) {
+    if (alone.error().errnum != EWOULDBLOCK) return alone;
+    return Lock::Take(paths.gc_lock(), LOCK_SH);
+  }
+  SMOLBOX_TRY(CollectGarbage(paths));
+  // Waits, should another import take the lock in the moment between the two.
+  if (!alone->Convert(LOCK_SH)) return std::unexpected(Error::Sys("flock " + paths.gc_lock()));
+  return alone;
+}
+
+// What a refused import left, gone, when no other import runs. A failed upgrade drops the
+// shared lock; the import holds nothing by then.
 void SweepAfterFailure(const Paths& paths, Lock& gc) {
   if (gc.Convert(LOCK_EX | LOCK_NB)) (void)CollectGarbage(paths);
 }
@@ -415,12 +432,7 @@ Expected<ImageStore> ImageStore::Open(std::string root) {
 
 Expected<ImportResult> ImageStore::Import(const std::string& source, const ImportOptions& options) {
   Paths paths{root_};
-  SMOLBOX_ASSIGN_OR_RETURN(auto gc, Lock::Take(paths.gc_lock(), LOCK_SH));
-  // No import running but this one: what killed ones left goes first.
-  if (gc.Convert(LOCK_EX | LOCK_NB)) {
-    SMOLBOX_TRY(CollectGarbage(paths));
-    gc.Convert(LOCK_SH);
-  }
+  SMOLBOX_ASSIGN_OR_RETURN(auto gc, TakeImportLock(paths));
   ImportResult result;
   auto imported = [&]() -> Expected<void> {
     SMOLBOX_ASSIGN_OR_RETURN(auto staging, MakeStaging(paths.tmp(), "import-"));
