@@ -66,7 +66,9 @@ class BatteryInImage : public ::testing::Test {
     imported_ = true;
   }
   void TearDown() override {
-    if (imported_) EXPECT_EQ(smolbox::testing::RunSmolbox({"image", "rm", image()}).exit_code, 0);
+    if (imported_) {
+      EXPECT_EQ(smolbox::testing::RunSmolbox({"image", "rm", image()}).exit_code, 0);
+    }
   }
   std::string image() const { return "test/py:" + tag_; }
 
