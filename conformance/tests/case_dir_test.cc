@@ -2,8 +2,13 @@
 #include "battery/case_dir.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
+#include <string>
+#include <vector>
 
 #include "test_support.h"
 
@@ -49,6 +54,33 @@ TEST(CaseDir, each_case_gets_a_fresh_token) {
   auto second = CaseDir::Create(root.path(), TwoMounts());
   ASSERT_TRUE(first && second);
   EXPECT_NE(first->PathTokens(), second->PathTokens());
+}
+
+TEST(CaseDir, unsafe_outputs_are_links_special_files_and_set_id_files_anywhere_below) {
+  TempDir out("case-dir-test");
+  out.Write("plain.txt", "ok\n");
+  out.Write("deep/also_plain.txt", "ok\n");
+  ASSERT_EQ(symlink("/etc/hostname", (out.path() + "/link").c_str()), 0);
+  ASSERT_EQ(symlink("/etc", (out.path() + "/deep/dir_link").c_str()), 0);
+  ASSERT_EQ(mkfifo((out.path() + "/fifo").c_str(), 0644), 0);
+  ASSERT_EQ(chmod(out.Write("suid", "x").c_str(), 04755), 0);
+  ASSERT_EQ(chmod(out.Write("deep/sgid", "x").c_str(), 02755), 0);
+  // A setgid directory is how shared directories keep their group, not an escalation.
+  ASSERT_EQ(chmod((out.path() + "/deep").c_str(), 02755), 0);
+
+  auto unsafe = UnsafeOutputs(out.path(), "out");
+  std::sort(unsafe.begin(), unsafe.end());
+  EXPECT_EQ(unsafe, (std::vector<std::string>{"out/deep/dir_link is a symlink", "out/deep/sgid is setgid",
+                                              "out/fifo is a special file", "out/link is a symlink",
+                                              "out/suid is setuid"}));
+}
+
+TEST(CaseDir, a_clean_output_directory_has_nothing_unsafe) {
+  TempDir out("case-dir-test");
+  out.Write("result.csv", "a,b\n");
+  out.Write("nested/more.json", "{}");
+  EXPECT_TRUE(UnsafeOutputs(out.path(), "out").empty());
+  EXPECT_TRUE(UnsafeOutputs(out.path() + "/missing", "out").empty());
 }
 
 }  // namespace

@@ -108,7 +108,7 @@ std::map<std::string, std::string> Snapshot(const std::string& dir) {
     struct stat st{};
     if (lstat(path.c_str(), &st) != 0) return;
     std::string kind = fs::is_directory(status) ? "dir" : fs::is_regular_file(status) ? "file" : "other";
-    entries[fs::relative(path, dir).string()] =
+    entries[path.lexically_relative(dir).string()] =
         fmt::format("{} {} {}.{}", kind, st.st_size, st.st_mtim.tv_sec, st.st_mtim.tv_nsec);
   });
   return entries;
@@ -118,12 +118,30 @@ std::map<std::string, std::string> ReadOutputs(const std::string& dir, const std
   std::map<std::string, std::string> outputs;
   Walk(dir, [&](const fs::path& path, const fs::file_status& status) {
     if (!fs::is_regular_file(status)) return;
-    std::string relative = fs::relative(path, dir).string();
+    std::string relative = path.lexically_relative(dir).string();
     // The workload may swap the file for a symlink after the walk saw it.
     auto content = ReadRegularFileBeneath(dir, relative, kMaxOutputFileBytes);
     if (content) outputs[prefix + "/" + relative] = std::move(*content);
   });
   return outputs;
+}
+
+std::vector<std::string> UnsafeOutputs(const std::string& dir, const std::string& prefix) {
+  std::vector<std::string> unsafe;
+  Walk(dir, [&](const fs::path& path, const fs::file_status& status) {
+    std::string name = prefix + "/" + path.lexically_relative(dir).string();
+    if (fs::is_symlink(status)) {
+      unsafe.push_back(name + " is a symlink");
+    } else if (!fs::is_regular_file(status) && !fs::is_directory(status)) {
+      unsafe.push_back(name + " is a special file");
+    } else {
+      struct stat st{};
+      if (lstat(path.c_str(), &st) == 0 && (st.st_mode & (S_ISUID | S_ISGID)) != 0 && !S_ISDIR(st.st_mode)) {
+        unsafe.push_back(fmt::format("{} is set{}id", name, (st.st_mode & S_ISUID) ? "u" : "g"));
+      }
+    }
+  });
+  return unsafe;
 }
 
 }  // namespace smolvm_check

@@ -9,6 +9,7 @@
 #include <map>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "battery/catalog.h"
 
@@ -40,6 +41,11 @@ class CaseDir {
 std::map<std::string, std::string> Snapshot(const std::string& dir);
 // The contents of the regular files below dir, keyed "prefix/relative/path"; each capped.
 std::map<std::string, std::string> ReadOutputs(const std::string& dir, const std::string& prefix);
+
+// What a consumer of the outputs must never be handed, below dir, keyed "prefix/relative/path":
+// symlinks (a later reader follows them out of the directory), devices, FIFOs and sockets,
+// and setuid or setgid files.
+std::vector<std::string> UnsafeOutputs(const std::string& dir, const std::string& prefix);
 
 // A fresh directory under /tmp for one invocation's case directories, open to every uid.
 Expected<std::string> MakeWorkRoot();
