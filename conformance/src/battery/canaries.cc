@@ -21,6 +21,7 @@
 #include <mutex>
 #include <thread>
 
+#include "battery/host_canaries.h"
 #include "battery/test_host.h"
 #include "unique_fd.h"
 
@@ -168,6 +169,7 @@ class PlantedCanaries final : public CanarySet {
   std::vector<int> inherited_fds() const override;
   std::vector<std::string> Leaked(const std::string& text) const override;
   std::vector<std::string> Detections() const override;
+  std::vector<std::string> HostWrites() const override { return host_wide_->HostWrites(); }
 
  private:
   // A socket that hands out a canary's token to whoever connects.
@@ -187,6 +189,7 @@ class PlantedCanaries final : public CanarySet {
   Expected<void> PlantFd();
   Expected<void> PlantTty();
   Expected<void> PlantSigurgDetector();
+  Expected<void> PlantHostWide();
   Expected<void> StartServer();
 
   void Serve();
@@ -201,6 +204,7 @@ class PlantedCanaries final : public CanarySet {
   std::vector<std::string> cleanup_paths_;  // removed in reverse order
   std::vector<Listener> listeners_;
   std::unique_ptr<TestHost> test_host_;
+  std::unique_ptr<HostWideCanaries> host_wide_;
   UniqueFd fd_canary_, tty_slave_, tty_reader_, pty_master_;
   pid_t detector_pid_ = -1;
   UniqueFd detector_pipe_;
@@ -245,7 +249,8 @@ Expected<void> PlantedCanaries::Plant(const CanaryOptions& options) {
                     &PlantedCanaries::PlantLoopbackTcp, &PlantedCanaries::PlantTestHost,
                     &PlantedCanaries::PlantUnixSocket, &PlantedCanaries::PlantAbstractSocket,
                     &PlantedCanaries::PlantFd, &PlantedCanaries::PlantTty,
-                    &PlantedCanaries::PlantSigurgDetector, &PlantedCanaries::StartServer}) {
+                    &PlantedCanaries::PlantSigurgDetector, &PlantedCanaries::PlantHostWide,
+                    &PlantedCanaries::StartServer}) {
     SMOLBOX_TRY((this->*step)());
   }
   return {};
@@ -398,6 +403,13 @@ Expected<void> PlantedCanaries::PlantSigurgDetector() {
   }
   detector_pipe_ = std::move(read_end);
   hints_["host_pid"] = std::to_string(pid);
+  return {};
+}
+
+Expected<void> PlantedCanaries::PlantHostWide() {
+  SMOLBOX_ASSIGN_OR_RETURN(host_wide_, HostWideCanaries::Plant());
+  tokens_.insert(host_wide_->tokens().begin(), host_wide_->tokens().end());
+  hints_.insert(host_wide_->hints().begin(), host_wide_->hints().end());
   return {};
 }
 

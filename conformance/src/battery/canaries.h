@@ -37,7 +37,9 @@ class CanarySet {
   virtual ~CanarySet() = default;
 
   // {canary_file}, {canary_dir}, {tcp_port}, {testhost_ip}, {testhost_port}, {abstract_socket},
-  // {unix_socket}, {canary_fd}, {tty_fd}, {host_pid}
+  // {unix_socket}, {canary_fd}, {tty_fd}, {host_pid}, and the host-wide ones of
+  // host_canaries.h: {host_canary_files}, {host_canary_prefix}, {write_dirs}, {write_probe},
+  // {host_hostname}, {ipc_key}
   virtual const std::map<std::string, std::string>& hints() const = 0;
   // SMOLVM_CHECK_CANARY=<token>, added to the sandbox launcher's environment.
   virtual std::vector<std::string> env() const = 0;
@@ -48,6 +50,8 @@ class CanarySet {
   // Evidence collected by host-side detectors during the run: "SIGURG from pid N",
   // "TIOCSTI injected 'x'", "connection to the loopback server"...
   virtual std::vector<std::string> Detections() const = 0;
+  // The write probes that appeared in the host's directories ({write_dirs}), removed once seen.
+  virtual std::vector<std::string> HostWrites() const = 0;
 };
 
 }  // namespace smolvm_check

@@ -98,7 +98,7 @@ Check Aftermath(const Case& c, const Evidence& e) {
     return fmt::format("left behind: {}", fmt::join(e.leftovers, "; "));
   }
   if (c.HasOracle("writes") && !e.stray_writes.empty()) {
-    return fmt::format("wrote outside the declared outputs: {}", fmt::join(e.stray_writes, "; "));
+    return fmt::format("stray or unsafe writes: {}", fmt::join(e.stray_writes, "; "));
   }
   return std::nullopt;
 }

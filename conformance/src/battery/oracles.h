@@ -23,7 +23,8 @@ struct Evidence {
   std::vector<std::string> leaked_canaries;    // from CanarySet::Leaked over all of the above
   std::vector<std::string> detections;         // from CanarySet::Detections
   std::vector<std::string> leftovers;          // processes, mounts, temp dirs still there
-  std::vector<std::string> stray_writes;       // files written outside the declared outputs
+  std::vector<std::string> stray_writes;       // writes outside the declared outputs, on the
+                                               // host, and unsafe entries in the outputs
   std::string setup_error;                     // the case could not be run: verdict error
 };
 

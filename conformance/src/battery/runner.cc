@@ -262,12 +262,16 @@ Evidence Observe(const Case& c, const Profile& profile, const std::string& paylo
   ReadResult(profile, o, e);
   std::this_thread::sleep_for(std::chrono::milliseconds(kSettleMs));
   e.leftovers = Leftovers(profile, placement.marker, dir, *net);
+  e.stray_writes = watched.Changes();
   for (const auto& m : c.mounts) {
     if (m.read_only) continue;
     auto outputs = ReadOutputs(dir.MountDir(m.name), m.name);
     e.outputs.insert(outputs.begin(), outputs.end());
+    auto unsafe = UnsafeOutputs(dir.MountDir(m.name), m.name);
+    e.stray_writes.insert(e.stray_writes.end(), unsafe.begin(), unsafe.end());
   }
-  e.stray_writes = watched.Changes();
+  auto host_writes = (*canaries)->HostWrites();
+  e.stray_writes.insert(e.stray_writes.end(), host_writes.begin(), host_writes.end());
   std::string everything = e.stdout_data + e.stderr_data + o.stdout_data + o.stderr_data;
   for (const auto& [path, content] : e.outputs) everything += path + content;
   e.leaked_canaries = (*canaries)->Leaked(everything);
