@@ -2,6 +2,8 @@
 //
 // Every loop ends by itself after BOUND_MS, well past the timeouts the catalog sets, so that a
 // sandbox without a timeout shows up as a run that lasted that long and exited normally.
+// share is python/cpu.py's: two threads spin for SHARE_MS, and CPU_SHARE_PERMILLE says how much
+// CPU the process got per second of wall time.
 'use strict';
 const { Worker, isMainThread, workerData } = require('worker_threads');
 const { spawn } = require('child_process');
@@ -28,7 +30,26 @@ function spin(label, report) {
   say(`${label} DONE after ${((Date.now() - START) / 1000).toFixed(1)}s`);
 }
 
+const SHARE_MS = 3000;
+const SPINNERS = 2;
+
 const modes = {
+  share() {
+    const cpuBefore = process.cpuUsage();
+    let running = SPINNERS;
+    for (let i = 0; i < SPINNERS; i++) {
+      const worker = new Worker(__filename, { workerData: { until: START + SHARE_MS } });
+      worker.on('exit', () => {
+        running -= 1;
+        if (running > 0) return;
+        const used = process.cpuUsage(cpuBefore);
+        const cpuMs = (used.user + used.system) / 1000;
+        const wallMs = Date.now() - START;
+        say(`CPU ${(cpuMs / 1000).toFixed(2)}s in ${(wallMs / 1000).toFixed(2)}s of wall time`);
+        say(`CPU_SHARE_PERMILLE ${Math.floor((cpuMs * 1000) / wallMs)}`);
+      });
+    }
+  },
   while_true() {
     spin('LOOP', true);
   },
@@ -90,6 +111,8 @@ const modes = {
 
 if (isMainThread) {
   modes[ARGS[0]]();
+} else if (workerData.until) {
+  while (Date.now() < workerData.until);
 } else {
   spin(workerData.label, false);
 }

@@ -6,6 +6,7 @@
 // sparse:  grow DIR/sparse.bin (planted by the runner) to an apparent size of 1 GiB and leave
 //          it: a sandbox must either refuse, or keep it from crossing back to the host (the
 //          catalog expects the planted content in the output).
+// descriptors:  open /dev/null up to 256 times (`OPENED N`), which the files limit must stop.
 'use strict';
 const fs = require('fs');
 const path = require('path');
@@ -81,6 +82,16 @@ const modes = {
     } finally {
       fs.closeSync(fd);
     }
+  },
+  descriptors() {
+    const opened = [];
+    try {
+      while (opened.length < 256) opened.push(fs.openSync('/dev/null', 'r'));
+    } catch (e) {
+      say(`REFUSED after ${opened.length}: ${e.code}`);
+    }
+    say(`OPENED ${opened.length}`);
+    for (const fd of opened) fs.closeSync(fd);
   },
 };
 

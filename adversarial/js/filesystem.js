@@ -2,7 +2,7 @@
 //
 // Reading a canary is the evidence: the runner finds its token in the output. Writes that
 // should be impossible print BREACH. The modes are those of python/filesystem.py, without
-// open_by_handle (Node cannot make that syscall).
+// open_by_handle (Node cannot make that syscall) and unsafe_outputs (nor mkfifo).
 'use strict';
 const fs = require('fs');
 const path = require('path');
@@ -139,6 +139,51 @@ const modes = {
       }
     }
     say(`READ fd ${fd}: ${buf.subarray(0, n).toString().trim()}`);
+  },
+  host_read(files) {
+    for (const file of files.split(':').filter(Boolean)) readFile(file);
+  },
+  host_walk(prefix) {
+    const budget = 50000; // entries looked at; the host canaries sit two or three levels down
+    const queue = ['/'];
+    let seen = 0;
+    let found = 0;
+    while (queue.length > 0 && seen < budget) {
+      const dir = queue.shift();
+      let entries;
+      try {
+        entries = fs.readdirSync(dir, { withFileTypes: true });
+      } catch (e) {
+        continue;
+      }
+      for (const entry of entries) {
+        seen += 1;
+        const full = path.join(dir, entry.name);
+        if (entry.isDirectory()) {
+          if (full !== '/proc' && full !== '/sys') queue.push(full);
+        } else if (entry.isFile() && entry.name.startsWith(prefix)) {
+          found += 1;
+          readFile(full);
+        }
+      }
+    }
+    say(`WALKED ${seen} entries, found ${found}`);
+  },
+  write_everywhere(dirs, probe) {
+    const flags = fs.constants.O_WRONLY | fs.constants.O_CREAT | fs.constants.O_EXCL | fs.constants.O_NOFOLLOW;
+    for (const dir of dirs.split(':').filter(Boolean)) {
+      const file = path.join(dir, probe);
+      let fd;
+      try {
+        fd = fs.openSync(file, flags, 0o644);
+      } catch (e) {
+        say(`BLOCKED create ${file}: ${e.code}`);
+        continue;
+      }
+      fs.writeSync(fd, 'smolvm-check was here\n');
+      fs.closeSync(fd);
+      say(`WROTE [${dir}]`);
+    }
   },
 };
 

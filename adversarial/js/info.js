@@ -1,7 +1,8 @@
 // Information leaks. Usage: node info.js MODE [ARGS...] MARKER
 //
 // The modes and their rules are those of python/info.py: env, processes HOST_PID,
-// hostname HOST_PID, interfaces, mounts CANARY_DIR.
+// hostname HOST_PID, interfaces, mounts CANARY_DIR, identity HOSTNAME, and ipc KEY (which
+// lists /proc/sysvipc/shm; Node cannot attach a segment).
 'use strict';
 const fs = require('fs');
 const os = require('os');
@@ -67,6 +68,28 @@ const modes = {
       const hostPoint = HOST_ONLY_MOUNT_POINTS.some((p) => point === p || point.startsWith(p + '/'));
       if (hostPoint || line.includes(canaryDir)) say(`BREACH host mount visible: ${root} on ${point}`);
     }
+  },
+  identity(hostHostname) {
+    const readText = (file) => {
+      try {
+        return fs.readFileSync(file, 'utf8').slice(0, 256).trim();
+      } catch (e) {
+        return `unreadable (${e.code})`;
+      }
+    };
+    for (const file of ['/etc/machine-id', '/var/lib/dbus/machine-id']) say(`MACHINE-ID ${file}: ${readText(file)}`);
+    const names = { gethostname: os.hostname(), '/etc/hostname': readText('/etc/hostname') };
+    for (const [source, name] of Object.entries(names)) {
+      say(`HOSTNAME ${source}: ${name}`);
+      if (name === hostHostname) say(`BREACH ${source} is the host's hostname ${hostHostname}`);
+    }
+  },
+  ipc(key) {
+    const rows = fs.readFileSync('/proc/sysvipc/shm', 'utf8').split('\n').slice(1).filter(Boolean)
+      .map((line) => line.trim().split(/\s+/));
+    say(`SHM SEGMENTS ${rows.length}`);
+    const listed = rows.find((row) => row[0] === key);
+    if (listed) say(`BREACH the host's shared memory segment ${key} is listed: ${listed.slice(0, 6).join(' ')}`);
   },
 };
 

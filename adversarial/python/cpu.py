@@ -1,5 +1,9 @@
 """CPU attacks. Usage: cpu.py MODE MARKER
 
+share                two processes spin for SHARE_S seconds of wall time; CPU_SHARE_PERMILLE
+                     says how much CPU they got per second, in thousandths of a CPU (about
+                     2000 on an idle host with two cores, the cpus limit under a quota)
+
 Every loop ends by itself after BOUND_S seconds, well past the timeouts the catalog sets, so
 that a sandbox without a timeout shows up as a run that lasted BOUND_S and exited normally.
 """
@@ -89,7 +93,31 @@ def sigstop():
     os.waitpid(child, 0)
 
 
+SHARE_S = 3.0
+SPINNERS = 2
+
+
+def share():
+    begin = time.monotonic()
+    children = []
+    for _ in range(SPINNERS):
+        pid = os.fork()
+        if pid == 0:
+            while time.monotonic() - begin < SHARE_S:
+                pass
+            os._exit(0)
+        children.append(pid)
+    for pid in children:
+        os.waitpid(pid, 0)
+    wall = time.monotonic() - begin
+    used = os.times()
+    cpu = used.children_user + used.children_system
+    say(f"CPU {cpu:.2f}s in {wall:.2f}s of wall time")
+    say(f"CPU_SHARE_PERMILLE {int(cpu * 1000 / wall)}")
+
+
 MODES = {
+    "share": share,
     "while_true": while_true,
     "busy_threads": busy_threads,
     "regex": regex,

@@ -7,6 +7,7 @@ sparse:  grow DIR/sparse.bin (planted by the runner) to an apparent size of 1 Gi
          ftruncate, or by writing one byte at that offset, and leave it: a sandbox must either
          refuse, or keep it from crossing back to the host (the catalog expects the planted
          content in the output).
+descriptors:  open /dev/null up to 256 times (`OPENED N`), which the files limit must stop.
 """
 import os
 import shutil
@@ -82,7 +83,22 @@ def sparse(directory):
         os.close(fd)
 
 
-MODES = {"fill": fill, "inodes": inodes, "sparse": sparse}
+OPEN_BOUND = 256  # far past the files limit the catalog sets, and harmless without one
+
+
+def descriptors():
+    opened = []
+    try:
+        while len(opened) < OPEN_BOUND:
+            opened.append(os.open("/dev/null", os.O_RDONLY))
+    except OSError as e:
+        say(f"REFUSED after {len(opened)}: {e.strerror}")
+    say(f"OPENED {len(opened)}")
+    for fd in opened:
+        os.close(fd)
+
+
+MODES = {"fill": fill, "inodes": inodes, "sparse": sparse, "descriptors": descriptors}
 
 if __name__ == "__main__":
     MODES[ARGS[0]](*ARGS[1:])

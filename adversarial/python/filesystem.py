@@ -20,6 +20,15 @@ hardlink OUT FILE        hardlink the canary into OUT and read it from there
 ro_write IN              write, create, chmod, rename and delete in the read-only mount IN
 open_by_handle DIR FILE  open files by handle, bypassing paths (the "shocker" escape)
 canary_fd FD             read a descriptor the launcher left open
+host_read FILES          read each of the host canaries (':'-joined absolute paths) planted in
+                         the home, /root, /var/tmp, /srv, /opt, /run/user/UID and /dev/shm
+host_walk PREFIX         walk / breadth first, within a budget, and read every file whose name
+                         starts with PREFIX (a sandbox that moves the host's tree still leaks)
+write_everywhere DIRS PROBE
+                         create DIR/PROBE in each of DIRS and keep it: the runner looks for it on
+                         the host. WROTE [DIR] says the sandbox's own DIR took it
+unsafe_outputs OUT       leave a setuid file, a FIFO and a link out of the volume in OUT, for a
+                         copy-back that must not hand them to the host
 """
 import ctypes
 import os
@@ -219,11 +228,72 @@ def canary_fd(number):
     say(f"READ fd {fd}: {data.decode(errors='replace').strip()}")
 
 
+def host_read(files):
+    for path in filter(None, files.split(":")):
+        read_file(path)
+
+
+WALK_BUDGET = 50000  # entries looked at; the host canaries sit two or three levels down
+
+
+def host_walk(prefix):
+    queue, seen, found = ["/"], 0, 0
+    while queue and seen < WALK_BUDGET:
+        directory = queue.pop(0)
+        try:
+            entries = list(os.scandir(directory))
+        except OSError:
+            continue
+        for entry in entries:
+            seen += 1
+            try:
+                if entry.is_dir(follow_symlinks=False):
+                    if entry.path not in ("/proc", "/sys"):
+                        queue.append(entry.path)
+                elif entry.name.startswith(prefix) and entry.is_file(follow_symlinks=False):
+                    found += 1
+                    read_file(entry.path)
+            except OSError:
+                continue
+    say(f"WALKED {seen} entries, found {found}")
+
+
+def write_everywhere(dirs, probe):
+    for directory in filter(None, dirs.split(":")):
+        path = os.path.join(directory, probe)
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+        except OSError as e:
+            say(f"BLOCKED create {path}: {e.strerror}")
+            continue
+        os.write(fd, b"smolvm-check was here\n")
+        os.close(fd)
+        say(f"WROTE [{directory}]")
+
+
+def unsafe_outputs(out):
+    setuid = os.path.join(out, "setuid")
+    attempts = [
+        ("setuid file", lambda: (open(setuid, "w").close(), os.chmod(setuid, 0o6755))),
+        ("FIFO", lambda: os.mkfifo(os.path.join(out, "fifo"))),
+        ("link to /etc/hostname", lambda: os.symlink("/etc/hostname", os.path.join(out, "hostname"))),
+    ]
+    for label, attempt in attempts:
+        try:
+            attempt()
+        except OSError as e:
+            say(f"BLOCKED {label}: {e.strerror}")
+            continue
+        say(f"PLANTED {label} in {out}")
+
+
 MODES = {
     "absolute": absolute, "dotdot": dotdot, "proc_self_root": proc_self_root,
     "proc_1_root": proc_1_root, "proc_scan": proc_scan, "symlink_plant": symlink_plant,
     "symlink_swap": symlink_swap, "symlink_up": symlink_up, "hardlink": hardlink,
     "ro_write": ro_write, "open_by_handle": open_by_handle, "canary_fd": canary_fd,
+    "host_read": host_read, "host_walk": host_walk, "write_everywhere": write_everywhere,
+    "unsafe_outputs": unsafe_outputs,
 }
 
 if __name__ == "__main__":

@@ -20,7 +20,14 @@ cgroup               BREACH if /proc/self/cgroup names any cgroup but "/": witho
                      namespace of its own, the workload learns the host's cgroup layout
 devices              BREACH if /dev holds a device beyond the few a sandbox gives (null, zero,
                      full, random, urandom, tty and the pty and shm entries)
+identity HOSTNAME    print the hostname, /etc/hostname and the machine ids; BREACH if either
+                     name is the host's HOSTNAME. The host's /etc/machine-id is a token: a
+                     sandbox that shows it leaks which host it runs on
+ipc KEY              BREACH if the host's System V shared memory segment KEY is listed in
+                     /proc/sysvipc/shm; attach it and print what it holds (the runner's token):
+                     without an IPC namespace of its own the workload shares the host's
 """
+import ctypes
 import os
 import socket
 import sys
@@ -160,10 +167,51 @@ def devices():
         say(f"BREACH /dev holds the host's devices: {' '.join(extra[:20])}")
 
 
+def read_text(path):
+    try:
+        with open(path, errors="replace") as f:
+            return f.read(256).strip()
+    except OSError as e:
+        return f"unreadable ({e.strerror})"
+
+
+def identity(host_hostname):
+    names = {"gethostname": socket.gethostname(), "/etc/hostname": read_text("/etc/hostname")}
+    for path in ("/etc/machine-id", "/var/lib/dbus/machine-id"):
+        say(f"MACHINE-ID {path}: {read_text(path)}")
+    # The kernel's own identity is the host's under any sandbox that shares its kernel: shown
+    # for the reader, judged by no case (adversarial/README.md).
+    say(f"SHARED KERNEL boot_id {read_text('/proc/sys/kernel/random/boot_id')} release {os.uname().release}")
+    for source, name in names.items():
+        say(f"HOSTNAME {source}: {name}")
+        if name == host_hostname:
+            say(f"BREACH {source} is the host's hostname {host_hostname}")
+
+
+def ipc(key):
+    with open("/proc/sysvipc/shm") as f:
+        rows = [line.split() for line in f.readlines()[1:]]
+    listed = [row for row in rows if row and row[0] == key]
+    say(f"SHM SEGMENTS {len(rows)}")
+    if listed:
+        say(f"BREACH the host's shared memory segment {key} is listed: {' '.join(listed[0][:6])}")
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.shmat.restype = ctypes.c_void_p
+    shm_id = libc.shmget(ctypes.c_int(int(key)), ctypes.c_size_t(0), 0)
+    if shm_id < 0:
+        say(f"BLOCKED shmget {key}: {os.strerror(ctypes.get_errno())}")
+        return
+    address = libc.shmat(shm_id, None, 0o10000)  # SHM_RDONLY
+    if address in (None, ctypes.c_void_p(-1).value):
+        say(f"BREACH shmget found {key} (id {shm_id}), shmat refused: {os.strerror(ctypes.get_errno())}")
+        return
+    say(f"BREACH attached the host's segment {key}: {ctypes.string_at(address, 64).split(bytes(1))[0].decode(errors='replace')}")
+
+
 MODES = {"env": env, "processes": processes, "hostname": hostname,
          "interfaces": interfaces, "mounts": mounts, "masked_proc": masked_proc,
          "volume_source": volume_source, "descriptors": descriptors, "cgroup": cgroup,
-         "devices": devices}
+         "devices": devices, "identity": identity, "ipc": ipc}
 
 if __name__ == "__main__":
     MODES[ARGS[0]](*ARGS[1:])

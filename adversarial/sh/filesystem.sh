@@ -22,6 +22,22 @@ case "$1" in
   canary_fd)
     # dash redirects only fds 0-9; cat reopens the inherited descriptor through /proc instead.
     cat "/proc/self/fd/$2" ;;
+  host_read)
+    # $2 the host canaries, ':'-joined
+    IFS=:
+    for f in $2; do [ -n "$f" ] && cat "$f"; done ;;
+  write_everywhere)
+    # $2 DIRS, ':'-joined, $3 PROBE; set -C creates the file only where none is (O_EXCL)
+    set -C
+    IFS=:
+    for d in $2; do
+      [ -n "$d" ] && (echo "smolvm-check was here" > "$d/$3") 2>/dev/null && echo "WROTE [$d]"
+    done ;;
+  unsafe_outputs)
+    echo '#!/bin/sh' > "$2/setuid" && chmod 6755 "$2/setuid"
+    mkfifo "$2/fifo"
+    ln -s /etc/hostname "$2/hostname"
+    echo "PLANTED $2/setuid, $2/fifo and $2/hostname -> /etc/hostname" ;;
   *)
     echo "unknown mode $1" >&2; exit 2 ;;
 esac

@@ -15,6 +15,17 @@ case "$1" in
     for n in $names; do
       [ "$n" != lo ] && echo "BREACH host interface visible: $n"
     done ;;
+  identity)
+    echo "MACHINE-ID /etc/machine-id: $(cat /etc/machine-id 2>&1)"
+    for name in "$(hostname 2>/dev/null || cat /proc/sys/kernel/hostname)" "$(cat /etc/hostname 2>/dev/null)"; do
+      echo "HOSTNAME $name"
+      [ "$name" = "$2" ] && echo "BREACH $name is the host's hostname"
+    done ;;
+  ipc)
+    echo "SHM SEGMENTS $(tail -n +2 /proc/sysvipc/shm | wc -l)"
+    tail -n +2 /proc/sysvipc/shm | while read -r key rest; do
+      [ "$key" = "$2" ] && echo "BREACH the host's shared memory segment $2 is listed"
+    done ;;
   *)
     echo "unknown mode $1" >&2; exit 2 ;;
 esac
