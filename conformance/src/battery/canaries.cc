@@ -36,17 +36,6 @@ constexpr int kInheritedFdFloor = 10;
 constexpr size_t kMaxInjected = 256;
 constexpr size_t kMaxSignalSenders = 32;
 
-Expected<std::string> RandomHex(size_t bytes) {
-  unsigned char buf[32];
-  if (bytes > sizeof buf) bytes = sizeof buf;
-  if (getrandom(buf, bytes, 0) != static_cast<ssize_t>(bytes)) {
-    return std::unexpected(Error::Sys("getrandom"));
-  }
-  std::string hex;
-  for (size_t i = 0; i < bytes; ++i) hex += fmt::format("{:02x}", buf[i]);
-  return hex;
-}
-
 // Moves fd to the lowest free number >= floor, close-on-exec.
 Expected<UniqueFd> MoveUp(UniqueFd fd, int floor, const std::string& what) {
   int moved = fcntl(fd.get(), F_DUPFD_CLOEXEC, floor);
@@ -519,6 +508,17 @@ std::vector<std::string> PlantedCanaries::Detections() const {
 }
 
 }  // namespace
+
+Expected<std::string> RandomHex(size_t bytes) {
+  unsigned char buf[32];
+  if (bytes > sizeof buf) bytes = sizeof buf;
+  if (getrandom(buf, bytes, 0) != static_cast<ssize_t>(bytes)) {
+    return std::unexpected(Error::Sys("getrandom"));
+  }
+  std::string hex;
+  for (size_t i = 0; i < bytes; ++i) hex += fmt::format("{:02x}", buf[i]);
+  return hex;
+}
 
 Expected<std::string> NewCanaryToken() {
   SMOLBOX_ASSIGN_OR_RETURN(auto hex, RandomHex(16));

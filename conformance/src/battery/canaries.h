@@ -30,6 +30,8 @@ struct CanaryOptions {
 
 // A fresh random token, "SMOLVM-CANARY-" and 32 hex digits.
 Expected<std::string> NewCanaryToken();
+// BYTES random bytes (at most 32) as lowercase hex: fresh names for what a case plants.
+Expected<std::string> RandomHex(size_t bytes);
 
 class CanarySet {
  public:

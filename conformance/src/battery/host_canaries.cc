@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <pwd.h>
 #include <sys/ipc.h>
 #include <sys/random.h>
@@ -25,18 +26,14 @@ using smolbox::UniqueFd;
 
 constexpr size_t kShmBytes = 4096;
 
-std::string Hex(const unsigned char* bytes, size_t n) {
-  std::string hex;
-  for (size_t i = 0; i < n; ++i) hex += fmt::format("{:02x}", bytes[i]);
-  return hex;
+Expected<std::string> FreshName(const std::string& prefix) {
+  SMOLBOX_ASSIGN_OR_RETURN(auto hex, RandomHex(8));
+  return prefix + hex;
 }
 
-Expected<std::string> FreshName(const std::string& prefix) {
-  unsigned char bytes[8];
-  if (getrandom(bytes, sizeof bytes, 0) != static_cast<ssize_t>(sizeof bytes)) {
-    return std::unexpected(Error::Sys("getrandom"));
-  }
-  return prefix + Hex(bytes, sizeof bytes);
+// DIR/NAME, without doubling the slash of "/".
+std::string PathIn(const std::string& dir, const std::string& name) {
+  return dir == "/" ? "/" + name : dir + "/" + name;
 }
 
 // The invoking user's home, when it is a directory of its own (not "/", as for daemons).
@@ -71,12 +68,6 @@ std::vector<std::string> WriteDirs() {
   return dirs;
 }
 
-std::string Join(const std::vector<std::string>& parts) {
-  std::string joined;
-  for (const auto& part : parts) joined += (joined.empty() ? "" : ":") + part;
-  return joined;
-}
-
 // The directory itself, never a link in its place.
 UniqueFd OpenDir(const std::string& dir) {
   return UniqueFd(open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
@@ -93,7 +84,7 @@ Expected<std::unique_ptr<HostWideCanaries>> HostWideCanaries::Plant() {
   if (gethostname(hostname, sizeof hostname - 1) == 0) canaries->hints_["host_hostname"] = hostname;
   canaries->write_dirs_ = WriteDirs();
   SMOLBOX_ASSIGN_OR_RETURN(canaries->write_probe_, FreshName("smolvm-check-write-"));
-  canaries->hints_["write_dirs"] = Join(canaries->write_dirs_);
+  canaries->hints_["write_dirs"] = fmt::format("{}", fmt::join(canaries->write_dirs_, ":"));
   canaries->hints_["write_probe"] = canaries->write_probe_;
   return canaries;
 }
@@ -124,9 +115,9 @@ Expected<void> HostWideCanaries::PlantFiles() {
       return std::unexpected(Error::Sys(fmt::format("write the host canary {}/{}", dir, name)));
     }
     tokens_["host_file:" + dir] = token;
-    files.push_back(dir == "/" ? "/" + name : dir + "/" + name);
+    files.push_back(PathIn(dir, name));
   }
-  hints_["host_canary_files"] = Join(files);
+  hints_["host_canary_files"] = fmt::format("{}", fmt::join(files, ":"));
   hints_["host_canary_prefix"] = kHostCanaryPrefix;
   return {};
 }
@@ -167,7 +158,7 @@ std::vector<std::string> HostWideCanaries::HostWrites() const {
     if (!dir_fd.valid()) continue;
     struct stat st{};
     if (fstatat(dir_fd.get(), write_probe_.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
-    std::string path = dir == "/" ? "/" + write_probe_ : dir + "/" + write_probe_;
+    std::string path = PathIn(dir, write_probe_);
     appeared.push_back(fmt::format("host {} appeared", path));
     // A link is removed as a link; a directory only when it is empty.
     if (unlinkat(dir_fd.get(), write_probe_.c_str(), S_ISDIR(st.st_mode) ? AT_REMOVEDIR : 0) != 0) {
