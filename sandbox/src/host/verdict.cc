@@ -1,4 +1,6 @@
 // The verdict: which smolbox backends run here, with which isolation, and what to do next.
+#include <algorithm>
+
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
