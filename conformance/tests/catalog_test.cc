@@ -509,15 +509,20 @@ TEST(SelectCases, filters_by_glob_and_by_category) {
     for (const Case& c : cases) out.push_back(c.id);
     return out;
   };
-  EXPECT_EQ(ids(SelectCases(catalog, "*", "")).size(), 3u);
-  EXPECT_EQ(ids(SelectCases(catalog, "", "")).size(), 3u);
-  EXPECT_EQ(ids(SelectCases(catalog, "*.python", "")),
+  EXPECT_EQ(ids(SelectCases(catalog, {"*"}, "")).size(), 3u);
+  EXPECT_EQ(ids(SelectCases(catalog, {""}, "")).size(), 3u);
+  EXPECT_EQ(ids(SelectCases(catalog, {}, "")).size(), 3u);
+  EXPECT_EQ(ids(SelectCases(catalog, {"*.python"}, "")),
             (std::vector<std::string>{"cpu.loop.python", "memory.grow.python"}));
-  EXPECT_EQ(ids(SelectCases(catalog, "*", "cpu")),
+  EXPECT_EQ(ids(SelectCases(catalog, {"*", "cpu.*"}, "")).size(), 3u) << "a case two globs match is taken once";
+  EXPECT_EQ(ids(SelectCases(catalog, {"*.js", "memory.*"}, "")),
+            (std::vector<std::string>{"cpu.loop.js", "memory.grow.python"}));
+  EXPECT_EQ(ids(SelectCases(catalog, {"*"}, "cpu")),
             (std::vector<std::string>{"cpu.loop.python", "cpu.loop.js"}));
-  EXPECT_EQ(ids(SelectCases(catalog, "*.python", "cpu")),
+  EXPECT_EQ(ids(SelectCases(catalog, {"*.python"}, "cpu")),
             (std::vector<std::string>{"cpu.loop.python"}));
-  EXPECT_TRUE(SelectCases(catalog, "nothing*", "").empty());
+  EXPECT_TRUE(SelectCases(catalog, {"nothing*"}, "").empty());
+  EXPECT_TRUE(SelectCases(catalog, {"nothing*", "cpu.loop"}, "").empty());
 }
 
 }  // namespace

@@ -564,11 +564,17 @@ Expected<Catalog> ParseCatalog(const std::string& text, const std::string& path)
   return catalog;
 }
 
-std::vector<Case> SelectCases(const Catalog& catalog, const std::string& glob,
+std::vector<Case> SelectCases(const Catalog& catalog, const std::vector<std::string>& globs,
                               const std::string& category) {
+  auto matches = [&globs](const std::string& id) {
+    if (globs.empty()) return true;
+    return std::any_of(globs.begin(), globs.end(), [&id](const std::string& glob) {
+      return glob.empty() || fnmatch(glob.c_str(), id.c_str(), 0) == 0;
+    });
+  };
   std::vector<Case> out;
   for (const Case& c : catalog.cases) {
-    if (!glob.empty() && fnmatch(glob.c_str(), c.id.c_str(), 0) != 0) continue;
+    if (!matches(c.id)) continue;
     if (!category.empty() && c.category != category) continue;
     out.push_back(c);
   }

@@ -133,8 +133,9 @@ struct Catalog {
 Expected<Catalog> LoadCatalog(const std::string& path);
 // The catalog in text, as if read from path: payloads are relative to path's directory.
 Expected<Catalog> ParseCatalog(const std::string& text, const std::string& path);
-// Cases whose id matches the glob (fnmatch) and whose category matches, if given.
-std::vector<Case> SelectCases(const Catalog& catalog, const std::string& glob,
+// Cases whose id matches one of the globs (fnmatch; none, or an empty one, takes all) and whose
+// category matches, if given.
+std::vector<Case> SelectCases(const Catalog& catalog, const std::vector<std::string>& globs,
                               const std::string& category);
 
 }  // namespace smolvm_check

@@ -22,7 +22,7 @@ namespace {
 
 struct RunFlags {
   std::string sandbox = "smolbox:auto";
-  std::string filter = "*";
+  std::vector<std::string> filters = {"*"};
   std::string category;
   std::vector<std::string> vars;  // NAME=VALUE
   int jobs = 1;
@@ -74,7 +74,7 @@ int Run(const RunFlags& flags) {
   }
   auto profile = LoadProfile(flags.sandbox, flags.profiles, overrides);
   if (!profile) return fmt::print(stderr, "smolvm-check: {}\n", profile.error().ToString()), kExitUsage;
-  std::vector<Case> cases = SelectCases(*catalog, flags.filter, flags.category);
+  std::vector<Case> cases = SelectCases(*catalog, flags.filters, flags.category);
   if (cases.empty()) {
     fmt::print(stderr, "smolvm-check: --filter/--category: no case matches\n");
     return kExitUsage;
@@ -111,7 +111,8 @@ void AddRunCommand(CLI::App& app, int& exit_code) {
   run->add_option("--sandbox", flags.sandbox,
                   "smolbox:ns, smolbox:auto, smolbox:vm, smolbox:vm-tcg (each also as smolbox:ns@IMAGE, an image from smolbox's store), null, a profile name or a profile path")
       ->capture_default_str();
-  run->add_option("--filter", flags.filter, "Only cases whose id matches this glob")->capture_default_str();
+  run->add_option("--filter", flags.filters, "Only cases whose id matches this glob; repeatable, a case matching any is run")
+      ->capture_default_str();
   run->add_option("--category", flags.category, "Only cases of this category");
   run->add_option("--var", flags.vars,
                   "Set a variable the profile declares, e.g. --var image=app:1 for smolbox's or docker's {image}; repeatable")
