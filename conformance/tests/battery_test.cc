@@ -142,7 +142,7 @@ TEST_P(Peer, runs_the_shell_cases_and_the_egress_cases_and_reports_a_verdict_for
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Installed, Peer, ::testing::Values("bwrap", "runsc"));
+INSTANTIATE_TEST_SUITE_P(Installed, Peer, ::testing::Values("bwrap", "runsc", "firejail"));
 
 TEST(Peer, syntax_only_profiles_validate_and_skip_every_case) {
   for (const char* name : {"smolvm", "docker"}) {

@@ -253,7 +253,7 @@ TEST_P(BenchPeer, a_peer_without_a_warm_path_gets_cold_rows_only) {
   EXPECT_EQ(rows, (std::vector<std::string>{"node hello | null", "node hello | " + peer, "node hello, warm exec | null"}));
 }
 
-INSTANTIATE_TEST_SUITE_P(Installed, BenchPeer, ::testing::Values("bwrap", "runsc"));
+INSTANTIATE_TEST_SUITE_P(Installed, BenchPeer, ::testing::Values("bwrap", "runsc", "firejail"));
 
 TEST(BenchCommand, a_sandbox_it_cannot_run_is_bad_input) {
   auto docker = RunCheck({"bench", "--sandbox", "null", "--sandbox", "docker", "--runs", "1", "--no-transform"});

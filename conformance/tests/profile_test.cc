@@ -115,7 +115,7 @@ TEST(LoadProfile, parses_every_shipped_profile) {
     EXPECT_FALSE(profile && profile->description.empty()) << entry.path();
     ++count;
   }
-  EXPECT_EQ(count, 6u);
+  EXPECT_EQ(count, 7u);
 }
 
 TEST(LoadProfile, loads_null_with_host_paths_and_every_limit_unsupported) {
@@ -180,8 +180,8 @@ TEST(LoadProfile, a_fresh_vm_variant_boots_without_the_snapshot) {
   EXPECT_EQ(std::count(restored->command.begin(), restored->command.end(), "--no-snapshot"), 0);
 }
 
-TEST(LoadProfile, loads_bwrap_and_runsc_where_they_are_installed) {
-  for (const char* name : {"bwrap", "runsc"}) {
+TEST(LoadProfile, loads_bwrap_runsc_and_firejail_where_they_are_installed) {
+  for (const char* name : {"bwrap", "runsc", "firejail"}) {
     if (!OnPath(name)) {
       ADD_FAILURE() << name << " is not installed (the setup script installs it)";
       continue;
@@ -747,10 +747,11 @@ TEST_P(PeerRuns, a_sh_payload_with_its_args_env_workdir_and_mounts) {
   std::string workdir = profile->host_paths ? placement.workdir_host : kSandboxWorkdir;
   EXPECT_EQ(ran.out, "hello world hi " + workdir + "\nfrom the host\n");
   // runsc do writes into an in-memory overlay: nothing comes back to the host.
-  EXPECT_EQ(std::filesystem::exists(dir.path() + "/out/out.txt"), !profile->host_paths);
+  bool overlay = std::string(GetParam()) == "runsc";
+  EXPECT_EQ(std::filesystem::exists(dir.path() + "/out/out.txt"), !overlay);
 }
 
-INSTANTIATE_TEST_SUITE_P(Installed, PeerRuns, ::testing::Values("bwrap", "runsc"));
+INSTANTIATE_TEST_SUITE_P(Installed, PeerRuns, ::testing::Values("bwrap", "runsc", "firejail"));
 
 TEST(SmolboxRuns, with_every_limit_flag_the_profile_renders) {
   std::string smolbox = std::string(SMOLBOX_BIN_DIR) + "/smolbox";

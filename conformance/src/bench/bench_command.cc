@@ -50,7 +50,7 @@ std::vector<std::string> DefaultSandboxes() {
   } else {
     sandboxes.push_back("smolbox:ns");
   }
-  for (const char* peer : {"bwrap", "runsc"}) {
+  for (const char* peer : {"bwrap", "runsc", "firejail"}) {
     if (!smolbox::FindOnPath(path != nullptr ? path : "/usr/bin:/bin", peer).empty()) sandboxes.push_back(peer);
   }
   return sandboxes;

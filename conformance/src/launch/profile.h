@@ -109,7 +109,9 @@ struct Placement {
 // the limits map, each applied when its limit is non-zero), then the command. {argv...} is the
 // interpreter, the payload (under kPayloadTarget, or its host path for host_paths), the case's
 // args with {mount:NAME}, {workdir} and the canary hints substituted, then the marker. The
-// payload directory is mounted read-only at kPayloadTarget ahead of the case's mounts.
+// payload directory is mounted read-only at kPayloadTarget ahead of the case's mounts; for
+// host_paths, at its own path (a profile that hides part of the host, as firejail's private
+// /tmp does, shows it through its "mount" words; null and runsc have none).
 Expected<std::vector<std::string>> RenderCommand(const Profile& profile, const Case& c,
                                                  const Placement& placement);
 // Whether the profile can run the case's workload as the user the case asks for.

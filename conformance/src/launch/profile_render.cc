@@ -131,10 +131,9 @@ Expected<std::vector<std::string>> MountWords(const Profile& profile, const Case
     out.insert(out.end(), expanded.begin(), expanded.end());
     return {};
   };
-  if (!profile.host_paths) {
-    if (auto ok = add(profile.mount_ro, placement.payload_dir, kPayloadTarget); !ok) {
-      return std::unexpected(ok.error());
-    }
+  std::string payload_target = profile.host_paths ? placement.payload_dir : std::string(kPayloadTarget);
+  if (auto ok = add(profile.mount_ro, placement.payload_dir, payload_target); !ok) {
+    return std::unexpected(ok.error());
   }
   for (const CaseMount& m : c.mounts) {
     auto source = placement.mount_sources.find(m.name);
