@@ -3,10 +3,13 @@
 // a smolbox that is no mutant build.
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
+
 #include "battery/catalog.h"
 #include "check_runner.h"
 #include "mutate/mutant_table.h"
 #include "mutate/mutation_report.h"
+#include "test_support.h"
 
 namespace smolvm_check {
 namespace {
@@ -79,6 +82,17 @@ TEST(MutateCommand, refuses_a_smolbox_that_is_no_mutant_build) {
   auto run = RunCheck({"mutate", "--sandbox", "smolbox:ns", "--smolbox", std::string(SMOLBOX_BIN_DIR) + "/smolbox"});
   EXPECT_EQ(run.exit_code, 2);
   EXPECT_NE(run.err.find("is no mutant build"), std::string::npos) << run.err;
+  EXPECT_NE(run.err.find("smolbox 0."), std::string::npos) << "the reason quotes its --version: " << run.err;
+  auto missing = RunCheck({"mutate", "--sandbox", "smolbox:ns", "--smolbox", "/nonexistent/smolbox"});
+  EXPECT_EQ(missing.exit_code, 2);
+  EXPECT_NE(missing.err.find("--smolbox: /nonexistent/smolbox cannot be run: "), std::string::npos) << missing.err;
+  smolbox::testing::TempDir dir("mutate-test");
+  std::string mute = dir.path() + "/smolbox";
+  smolbox::testing::WriteFile(mute, "#!/bin/sh\nexit 3\n");
+  ASSERT_EQ(chmod(mute.c_str(), 0755), 0);
+  auto silent = RunCheck({"mutate", "--sandbox", "smolbox:ns", "--smolbox", mute});
+  EXPECT_EQ(silent.exit_code, 2);
+  EXPECT_NE(silent.err.find("its --version printed nothing (exit 3)"), std::string::npos) << silent.err;
   auto peer = RunCheck({"mutate", "--sandbox", "bwrap"});
   EXPECT_EQ(peer.exit_code, 2);
   EXPECT_NE(peer.err.find("mutate runs against smolbox:ns or smolbox:vm-tcg"), std::string::npos) << peer.err;

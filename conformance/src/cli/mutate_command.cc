@@ -66,10 +66,15 @@ Expected<MutantBuild> ReadMutantBuild(const std::string& binary) {
   launch.kill_after_ms = 10000;
   launch.capture_bytes = 1 << 16;
   Observation o = LaunchInSafetyNet(launch);
+  if (!o.error.empty()) {
+    return std::unexpected(Error::Field("--smolbox", fmt::format("{} cannot be run: {}", binary, o.error)));
+  }
   if (o.stdout_data.find("mutant build") == std::string::npos) {
+    std::string said = o.stdout_data.substr(0, o.stdout_data.find('\n'));
+    if (said.empty()) said = fmt::format("its --version printed nothing (exit {})", o.exit_code);
     return std::unexpected(Error::Field("--smolbox", fmt::format("{} is no mutant build (configure it with "
                                                                  "-DSMOLBOX_MUTANTS=ON; scripts/mutate does): {}",
-                                                                 binary, o.stdout_data.substr(0, o.stdout_data.find('\n')))));
+                                                                 binary, said)));
   }
   MutantBuild build;
   build.version = binary + ": " + o.stdout_data.substr(0, o.stdout_data.find('\n'));
