@@ -649,6 +649,24 @@ TEST(RenderCommand, renders_runsc_with_a_cleared_environment_on_host_paths) {
             " /host/canary MARK");
 }
 
+// On host paths the payload directory is a mount too, at its own path: firejail's private /tmp
+// hides whatever its mount words do not show.
+TEST(RenderCommand, renders_firejail_showing_the_payload_directory_and_the_mounts_at_their_host_paths) {
+  auto text = ReadTextFile(kProfiles + "/firejail.json", kMaxTestProfileBytes);
+  ASSERT_TRUE(text);
+  auto profile = ParseProfile(*text, "firejail.json");
+  ASSERT_TRUE(profile) << profile.error().ToString();
+  EXPECT_EQ(Line(*profile),
+            "timeout --kill-after=2 3 env -i PATH=/usr/bin:/bin GREETING=hi LANG=C"
+            " firejail --noprofile --quiet --net=none --caps.drop=all --nonewprivs --seccomp"
+            " --private-dev --private --machine-id --hostname=sandbox --ipc-namespace --nogroups"
+            " --whitelist=/host/case/work --private-cwd=/host/case/work"
+            " --whitelist=/cat --read-only=/cat --whitelist=/host/case/in --read-only=/host/case/in"
+            " --whitelist=/host/case/out --"
+            " /usr/bin/python3 -u /cat/python/csv.py /host/case/in/data.csv /host/case/work/x"
+            " /host/canary MARK");
+}
+
 TEST(RenderCommand, renders_docker_and_smolvm_with_their_image_and_interpreters) {
   Case c = CsvCase();
   c.lang = "js";
