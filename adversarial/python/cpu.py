@@ -1,5 +1,7 @@
 """CPU attacks. Usage: cpu.py MODE MARKER
 
+on_time              spins, printing ELAPSED_MS every 100 ms: a timeout that holds only at a later
+                     backstop shows as milliseconds well past the limit
 share                two processes spin for SHARE_S seconds of wall time; CPU_SHARE_PERMILLE
                      says how much CPU they got per second, in thousandths of a CPU (about
                      2000 on an idle host with two cores, the cpus limit under a quota)
@@ -41,6 +43,16 @@ def spin(label="LOOP"):
 
 def while_true():
     spin()
+
+
+def on_time():
+    last = 0
+    while elapsed() < BOUND_S:
+        now_ms = int(elapsed() * 1000)
+        if now_ms >= last + 100:
+            last = now_ms
+            say(f"ELAPSED_MS {now_ms}")
+    say(f"LOOP DONE after {elapsed():.1f}s")
 
 
 def busy_threads():
@@ -119,6 +131,7 @@ def share():
 MODES = {
     "share": share,
     "while_true": while_true,
+    "on_time": on_time,
     "busy_threads": busy_threads,
     "regex": regex,
     "ignore_sigterm": ignore_sigterm,

@@ -52,6 +52,15 @@ const std::vector<Protection>& Protections() {
       {"cpu_quota", "runtime: the CPU cgroup's quota"},
       {"storage_quota", "runtime: the storage's size"},
       {"copyback_sanitizer", "runtime: copy-back of regular files only, without setuid bits"},
+      {"agent_timeout", "agent: the exec's timeout, the workload killed at its end"},
+      {"host_backstop", "runtime: the host's kill of the sandbox at timeout plus grace"},
+      {"egress_floor", "gateway: no connection to the floor (loopback, link-local, the host)"},
+      {"private_ranges", "gateway: private ranges only through --allow-cidr"},
+      {"egress_allowlist", "gateway: connections by name only to what --allow-host names"},
+      {"first_bytes_check", "gateway: the TLS server name or HTTP Host must be allowed"},
+      {"connection_cap", "gateway: the cap on open connections per sandbox"},
+      {"dns_filter", "gateway: DNS answers only A, AAAA and CNAME for allowed names"},
+      {"dns_rebinding", "gateway: an allowed name answered with a floor address is refused"},
   };
   return all;
 }

@@ -12,6 +12,7 @@
 
 #include "dns_message.h"
 #include "gateway_state.h"
+#include "mutant.h"
 
 namespace smolbox::net {
 namespace {
@@ -119,7 +120,8 @@ void Gateway::Serve() {
 }
 
 void Gateway::Admit(UniqueFd client, ConnectionOrigin origin) {
-  if (state_->connections.load() >= state_->spec.max_connections) {
+  if (state_->connections.load() >= state_->spec.max_connections &&
+      SMOLBOX_PROTECTED("connection_cap")) {
     return Refuse(
         *state_, std::move(client), origin,
         fmt::format("the cap of {} open connections is reached", state_->spec.max_connections));

@@ -14,6 +14,7 @@
 #include "egress_link.h"
 #include "first_bytes.h"
 #include "gateway_state.h"
+#include "mutant.h"
 
 namespace smolbox::net {
 namespace {
@@ -222,7 +223,7 @@ void ServeConnection(GatewayState& state, UniqueFd client, const ConnectionOrigi
                                     state.uplink.host_addresses());
   if (!verdict.allowed) return refuse(verdict.reason);
   std::string first;
-  if (verdict.check_name) {
+  if (verdict.check_name && SMOLBOX_PROTECTED("first_bytes_check")) {
     if (auto why = JudgeFirstBytes(state, client.get(), to->port, first)) return refuse(*why);
   }
   auto upstream = Dial(state, *to);

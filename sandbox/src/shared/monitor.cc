@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 
 #include "json_bounds.h"
+#include "mutant.h"
 
 namespace smolbox::shared {
 namespace {
@@ -56,12 +57,20 @@ int64_t MsUntil(Clock::time_point t) {
   return std::max<int64_t>(0, left);
 }
 
+// When the host ends the exec whatever the agent does. A mutant without it waits a day, which
+// in a test is for ever, without spinning on a deadline long past.
+Clock::time_point BackstopAt(int64_t after_ms) {
+  using std::chrono::milliseconds;
+  if (!SMOLBOX_PROTECTED("host_backstop")) return Clock::now() + std::chrono::hours(24);
+  return Clock::now() + milliseconds(after_ms);
+}
+
 class ExecMonitor {
  public:
   ExecMonitor(int channel, int pidfd, const ExecRequest& request, const ExecIo& io, const Cgroup* cpu_cgroup,
               int cancel_fd, int64_t grace_ms)
       : channel_(channel), pidfd_(pidfd), request_(request), io_(io), cgroup_(cpu_cgroup), cancel_fd_(cancel_fd),
-        backstop_(Clock::now() + std::chrono::milliseconds(request.timeout_ms + grace_ms)),
+        backstop_(BackstopAt(request.timeout_ms + grace_ms)),
         // A persistent sandbox's cgroup has run earlier execs: only this one's CPU counts.
         cpu_base_ms_(cpu_cgroup ? cpu_cgroup->CpuUsageMs().value_or(0) : 0),
         callers_{io.stdout_fd, io.stderr_fd},
