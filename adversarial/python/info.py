@@ -2,6 +2,8 @@
 
 env                  print the whole environment (the runner's env canary must not be there)
 processes HOST_PID   BREACH if /proc lists more than a handful of processes, or HOST_PID
+others               BREACH if /proc lists a process of another uid (the sandbox's own agent,
+                     say), or one that is neither this process nor one of its ancestors
 hostname HOST_PID    print the hostname; BREACH if this process shares the UTS namespace (and
                      so the hostname) of HOST_PID, a process on the host
 interfaces           BREACH if /proc/net/dev lists any interface but lo
@@ -57,6 +59,38 @@ def processes(host_pid):
         except OSError:
             cmdline = "?"
         say(f"BREACH host process {host_pid} is visible: {cmdline}")
+
+
+def status_fields(pid):
+    """The Uid and PPid lines of /proc/PID/status, as {"Uid": [...], "PPid": [...]}, or None."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            return {k: rest.split() for k, _, rest in (line.partition(":") for line in f)
+                    if k in ("Uid", "PPid", "Name")}
+    except OSError:
+        return None  # gone meanwhile, or hidden
+
+
+def others():
+    line = [os.getpid()]
+    while line[-1] > 1:
+        fields = status_fields(line[-1])
+        if not fields or not fields.get("PPid"):
+            break
+        line.append(int(fields["PPid"][0]))
+    me = os.getuid()
+    seen = sorted(int(p) for p in os.listdir("/proc") if p.isdigit())
+    say(f"PROCESSES {' '.join(map(str, seen[:40]))}; this one and its ancestors {line}")
+    for pid in seen:
+        fields = status_fields(pid)
+        if not fields:
+            continue
+        uid = int(fields["Uid"][0])
+        name = " ".join(fields.get("Name", ["?"]))
+        if uid != me:
+            say(f"BREACH process {pid} ({name}) of uid {uid} is visible to uid {me}")
+        elif pid not in line:
+            say(f"BREACH process {pid} ({name}) is visible and is not this one or an ancestor")
 
 
 def hostname(host_pid):
@@ -208,7 +242,7 @@ def ipc(key):
     say(f"BREACH attached the host's segment {key}: {ctypes.string_at(address, 64).split(bytes(1))[0].decode(errors='replace')}")
 
 
-MODES = {"env": env, "processes": processes, "hostname": hostname,
+MODES = {"env": env, "processes": processes, "others": others, "hostname": hostname,
          "interfaces": interfaces, "mounts": mounts, "masked_proc": masked_proc,
          "volume_source": volume_source, "descriptors": descriptors, "cgroup": cgroup,
          "devices": devices, "identity": identity, "ipc": ipc}

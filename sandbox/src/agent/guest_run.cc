@@ -52,7 +52,6 @@ Expected<WorkloadCgroup> SetUpGuestRun(const GuestSetup& setup) {
   plan.workdir = setup.workdir;
   plan.uid = setup.uid;
   plan.gid = setup.gid;
-  plan.proc_options = "hidepid=invisible";
   if (setup.image_root) plan.image = kImageRoot;
   for (const auto& v : setup.volumes) {
     confine::VolumeBind bind{v.target, v.read_only, "", -1, v.storage_dir};

@@ -301,8 +301,11 @@ Expected<void> MaskProc(const std::string& proc, const std::string& dev) {
 }
 
 // After MakeDev: the masks are binds of its /dev/null.
-Expected<void> MakeProc(int root_fd, const std::string& dev, const std::string& options) {
-  // A fresh procfs for the new pid namespace: only the sandbox's own processes are visible.
+Expected<void> MakeProc(int root_fd, const std::string& dev) {
+  // A fresh procfs for the new pid namespace: only the sandbox's own processes are visible, and
+  // of those, hidepid=invisible hides the ones of other uids (the agent, root inside) from a
+  // workload that runs as another uid.
+  const char* options = SMOLBOX_PROTECTED("hidepid") ? "hidepid=invisible" : "";
   SMOLBOX_ASSIGN_OR_RETURN(auto mounted, MountInRoot(root_fd, "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, options));
   return MaskProc(FdPath(mounted.get()), dev);
 }
@@ -420,7 +423,7 @@ Expected<void> BuildRoot(const RootPlan& plan) {
   UniqueFd root_fd(opened_root);
   SMOLBOX_ASSIGN_OR_RETURN(auto dev_fd, MakeDev(root_fd.get()));
   const std::string dev = FdPath(dev_fd.get());
-  SMOLBOX_TRY(MakeProc(root_fd.get(), dev, plan.proc_options));
+  SMOLBOX_TRY(MakeProc(root_fd.get(), dev));
   SMOLBOX_TRY(MountStorage(plan, root_fd.get()));
   SMOLBOX_TRY(MountVolumes(plan, root_fd.get()));
   // The skeleton itself becomes read-only; only the storage binds stay writable.

@@ -38,9 +38,6 @@ struct RootPlan {
   gid_t gid = 0;
   // The nameserver of the sandbox's /etc/resolv.conf, when it has egress; empty: no DNS.
   std::string resolver;
-  // Mount options of the sandbox's /proc. In a microVM "hidepid=invisible" hides the agent
-  // from a workload that runs as another uid.
-  std::string proc_options;
   // Read-only host volumes are mounted through an overlay that keeps their host paths out of
   // /proc/self/mountinfo (hidden_source.h). Where the kernel refuses that, they are bound as
   // they are and BuildRoot says so in *warnings.
