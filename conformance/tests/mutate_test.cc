@@ -7,6 +7,7 @@
 
 #include "battery/catalog.h"
 #include "check_runner.h"
+#include "mutate/mutant_guest.h"
 #include "mutate/mutant_table.h"
 #include "mutate/mutation_report.h"
 #include "test_support.h"
@@ -96,6 +97,32 @@ TEST(MutateCommand, refuses_a_smolbox_that_is_no_mutant_build) {
   auto peer = RunCheck({"mutate", "--sandbox", "bwrap"});
   EXPECT_EQ(peer.exit_code, 2);
   EXPECT_NE(peer.err.find("mutate runs against smolbox:ns or smolbox:vm-tcg"), std::string::npos) << peer.err;
+}
+
+// A guest whose agent is not the mutant's would keep the guest's switches on: every vm mutant
+// would then look like a survivor, so mutate refuses it.
+TEST(MutantGuest, accepts_only_a_guest_built_from_the_mutants_agent) {
+  smolbox::testing::TempDir dir("mutant-guest");
+  const std::string agent = dir.path() + "/bin/smolbox-agent";
+  ASSERT_EQ(mkdir((dir.path() + "/bin").c_str(), 0755), 0);
+  ASSERT_EQ(mkdir((dir.path() + "/guest").c_str(), 0755), 0);
+  // build-guest digests the agent and then the egress setup: "ab" + "c" is SHA-256's "abc".
+  smolbox::testing::WriteFile(agent, "ab");
+  smolbox::testing::WriteFile(dir.path() + "/bin/smolbox-egress-setup", "c");
+  const std::string guest = dir.path() + "/guest";
+  auto error = [&] {
+    auto checked = CheckMutantGuest(guest, agent);
+    return checked ? std::string() : checked.error().ToString();
+  };
+  EXPECT_NE(error().find("--guest-dir: " + guest + " has no manifest.json: build it with scripts/build-guest"), std::string::npos) << error();
+  smolbox::testing::WriteFile(guest + "/manifest.json", R"({"agent_sha256": 7})");
+  EXPECT_NE(error().find("names no agent_sha256"), std::string::npos) << error();
+  smolbox::testing::WriteFile(guest + "/manifest.json", R"({"agent_sha256": "115ab90588a7251e5fb432f200391357ba710dca61a65a037539cb569d221d5c"})");
+  EXPECT_NE(error().find("holds another agent than " + agent), std::string::npos) << error();
+  smolbox::testing::WriteFile(guest + "/manifest.json", R"({"agent_sha256": "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"})");
+  EXPECT_EQ(error(), "");
+  ASSERT_EQ(unlink((dir.path() + "/bin/smolbox-egress-setup").c_str()), 0);
+  EXPECT_NE(error().find("--smolbox: the mutant's agent: "), std::string::npos) << error();
 }
 
 }  // namespace

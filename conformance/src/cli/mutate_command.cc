@@ -17,6 +17,7 @@
 #include "cli/run_command.h"
 #include "launch/launcher.h"
 #include "launch/profile.h"
+#include "mutate/mutant_guest.h"
 #include "mutate/mutant_table.h"
 #include "mutate/mutation_report.h"
 
@@ -29,6 +30,7 @@ struct MutateFlags {
   std::vector<std::string> only;
   int jobs = 2;
   std::string report_dir;
+  std::string guest_dir;  // vm: the mutant's guest; default beside its bin/, in guest/
   std::string table = std::string(SMOLVM_CHECK_SOURCE_DIR) + "/conformance/mutants.json";
   std::string catalog = std::string(SMOLVM_CHECK_SOURCE_DIR) + "/adversarial/catalog.json";
   std::string profiles = std::string(SMOLVM_CHECK_SOURCE_DIR) + "/conformance/profiles";
@@ -133,6 +135,16 @@ int Mutate(const MutateFlags& flags) {
   if (!build) return Usage(build.error().ToString());
   const std::set<std::string>& built = build->switches;
   if (auto same = CheckSameSwitches(*table, built); !same) return Usage(same.error().ToString());
+  // Every run of a microVM mutant boots the mutant's own guest, never the release one.
+  std::vector<std::string> sandbox_env;
+  if (backend == "vm") {
+    std::filesystem::path bin_dir = std::filesystem::path(binary).parent_path();
+    std::string guest_dir = flags.guest_dir.empty() ? (bin_dir.parent_path() / "guest").string() : flags.guest_dir;
+    if (auto guest = CheckMutantGuest(guest_dir, (bin_dir / "smolbox-agent").string()); !guest) {
+      return Usage(guest.error().ToString());
+    }
+    sandbox_env.push_back("SMOLBOX_GUEST_DIR=" + guest_dir);
+  }
   std::vector<Mutant> chosen;
   for (const std::string& name : flags.only) {
     if (!built.contains(name)) return Usage(fmt::format("--only: {:?} is no protection of the build", name));
@@ -153,6 +165,7 @@ int Mutate(const MutateFlags& flags) {
   RunOptions options;
   options.jobs = flags.jobs;
   options.work_root = *work_root;
+  options.sandbox_env = sandbox_env;
 
   MutationReport report;
   report.sandbox = flags.sandbox;
@@ -172,7 +185,8 @@ int Mutate(const MutateFlags& flags) {
   fmt::print(stderr, "baseline: {} cases fail with no protection off ({} s)\n", baseline_failed.size(), report.baseline_ms / 1000);
   for (size_t i = 0; i < chosen.size(); ++i) {
     const Mutant& m = chosen[i];
-    options.sandbox_env = {"SMOLBOX_DISABLE=" + m.name};
+    options.sandbox_env = sandbox_env;
+    options.sandbox_env.push_back("SMOLBOX_DISABLE=" + m.name);
     auto mutant_start = std::chrono::steady_clock::now();
     std::set<std::string> own(m.categories.begin(), m.categories.end());
     MutantResult result = Judge(m, RunBattery(*profile, CasesOf(*catalog, own), catalog->directory, options, Quiet()), baseline_failed);
@@ -201,6 +215,7 @@ void AddMutateCommand(CLI::App& app, int& exit_code) {
   mutate->add_option("--only", flags.only, "Only this protection; repeatable")->allow_extra_args(false);
   mutate->add_option("-j,--jobs", flags.jobs, "Cases to run in parallel")->check(CLI::Range(1, 64))->capture_default_str();
   mutate->add_option("--report-dir", flags.report_dir, "Write mutation.json, mutation.md and mutation.xml here");
+  mutate->add_option("--guest-dir", flags.guest_dir, "smolbox:vm-tcg: the mutant's guest, its agent the mutant's (default: guest/ beside the mutant's bin/)");
   mutate->add_option("--table", flags.table, "The mutants' table")->capture_default_str();
   mutate->add_option("--catalog", flags.catalog, "The battery's catalog.json")->capture_default_str();
   mutate->add_option("--profiles", flags.profiles, "Directory of sandbox profiles")->capture_default_str();

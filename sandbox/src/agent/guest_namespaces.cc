@@ -10,6 +10,7 @@
 
 #include "guest_boot.h"
 #include "guest_protocol.h"
+#include "mutant.h"
 #include "unique_fd.h"
 #include "user.h"
 
@@ -17,6 +18,11 @@ namespace smolbox::agent {
 namespace {
 
 constexpr uint64_t kWorkloadNamespaces = CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS;
+
+// A mutant without the guest's user namespace runs the workload in the guest kernel's own.
+uint64_t WorkloadNamespaces() {
+  return SMOLBOX_PROTECTED("guest_userns") ? kWorkloadNamespaces : kWorkloadNamespaces & ~uint64_t{CLONE_NEWUSER};
+}
 
 // Only the ids matter here; the workload's own uid is chosen per exec.
 confine::Identity WorkloadIdentity() { return confine::MappedIdentity(WorkloadUser::Root(), kGuestIdBase); }
@@ -52,7 +58,7 @@ Expected<void> EnterWorkloadNamespaces() {
   UniqueFd sync_write(sync[1]);
   // clone3 without a stack is fork() into new namespaces.
   clone_args args{};
-  args.flags = kWorkloadNamespaces;
+  args.flags = WorkloadNamespaces();
   args.exit_signal = SIGCHLD;
   long pid = syscall(SYS_clone3, &args, sizeof args);
   if (pid < 0) return std::unexpected(Error::Sys("clone3 into the workload's namespaces"));
@@ -60,7 +66,8 @@ Expected<void> EnterWorkloadNamespaces() {
     sync_write.Reset();
     return AwaitIdMaps(sync_read.get());
   }
-  auto mapped = confine::WriteIdMaps(static_cast<pid_t>(pid), WorkloadIdentity());
+  Expected<void> mapped = {};
+  if (WorkloadNamespaces() & CLONE_NEWUSER) mapped = confine::WriteIdMaps(static_cast<pid_t>(pid), WorkloadIdentity());
   if (!mapped) {
     // The half that would have served is gone; this one answers the setup with the error.
     kill(static_cast<pid_t>(pid), SIGKILL);

@@ -36,9 +36,7 @@ channel::Message EncodeExec(const ExecRequest& request) {
   nlohmann::json header = request;
   header["type"] = "exec";
 #ifdef SMOLBOX_MUTANTS
-  // The runtime's switches go to the agent with every order. An agent that is no mutant
-  // refuses the order: the field is none of its shape.
-  if (!mutant::DisabledNames().empty()) header["disable"] = mutant::DisabledNames();
+  mutant::AddDisabledTo(header);  // the runtime's switches go to the agent with every order
 #endif
   return channel::Message{std::move(header), ""};
 }
@@ -48,14 +46,7 @@ Expected<ExecRequest> DecodeExec(const channel::Message& m) {
   static const MessageShape shape(ExecSample());
 #ifdef SMOLBOX_MUTANTS
   nlohmann::json header = m.header;
-  std::vector<std::string> disable;
-  if (header.contains("disable") && header["disable"].is_array()) {
-    for (const auto& name : header["disable"]) {
-      if (name.is_string()) disable.push_back(name.get<std::string>());
-    }
-    header.erase("disable");
-  }
-  SMOLBOX_TRY(mutant::SetDisabled(disable));
+  SMOLBOX_TRY(mutant::TakeDisabledFrom(header));
   SMOLBOX_ASSIGN_OR_RETURN(ExecRequest request, DecodeMessage<ExecRequest>(header, shape, "exec message"));
 #else
   SMOLBOX_ASSIGN_OR_RETURN(ExecRequest request,

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "json_message.h"
+#include "mutant.h"
 #include "smolbox/spec.h"
 
 namespace smolbox {
@@ -16,6 +17,10 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(GuestRestore, realtime_sec, realtime_nsec, ho
 channel::Message EncodeGuestSetup(const GuestSetup& setup) {
   nlohmann::json header = setup;
   header["type"] = "setup";
+#ifdef SMOLBOX_MUTANTS
+  // The guest's own switches (its namespaces, its mounts) act at setup, before any exec order.
+  mutant::AddDisabledTo(header);
+#endif
   return channel::Message{std::move(header), ""};
 }
 
@@ -23,8 +28,14 @@ Expected<GuestSetup> DecodeGuestSetup(const channel::Message& m) {
   if (m.Type() != "setup") return std::unexpected(Error{"channel", "expected a setup message", 0});
   // One volume, to give the kind of each.
   static const MessageShape shape(GuestSetup{.volumes = {GuestVolume{}}});
+#ifdef SMOLBOX_MUTANTS
+  nlohmann::json header = m.header;
+  SMOLBOX_TRY(mutant::TakeDisabledFrom(header));
+  SMOLBOX_ASSIGN_OR_RETURN(GuestSetup setup, DecodeMessage<GuestSetup>(header, shape, "setup message"));
+#else
   SMOLBOX_ASSIGN_OR_RETURN(GuestSetup setup,
                            DecodeMessage<GuestSetup>(m.header, shape, "setup message"));
+#endif
   // The agent multiplies it into cpu.max's quota: a cast, undefined beyond int64_t.
   if (!(setup.cpus >= 0 && setup.cpus <= kMaxCpus)) {
     return std::unexpected(

@@ -36,6 +36,7 @@ const std::vector<Protection>& Protections() {
       {"pivot_root", "ns: pivot_root with the host's root detached; chroot instead"},
       {"minimal_dev", "both: the sandbox's own /dev of five devices; the host's /dev instead"},
       {"proc_masks", "both: /proc's masked and read-only paths"},
+      {"hidepid", "both: /proc mounted hidepid=invisible: no process of another uid is listed"},
       {"ro_root", "both: the read-only root skeleton"},
       {"ro_volume", "both: the read-only flag of ro volumes"},
       {"seccomp", "agent: the seccomp policy"},
@@ -61,6 +62,8 @@ const std::vector<Protection>& Protections() {
       {"connection_cap", "gateway: the cap on open connections per sandbox"},
       {"dns_filter", "gateway: DNS answers only A, AAAA and CNAME for allowed names"},
       {"dns_rebinding", "gateway: an allowed name answered with a floor address is refused"},
+      {"guest_userns", "vm agent: the workload's user namespace inside the guest"},
+      {"qemu_sandbox", "vm: QEMU's -sandbox seccomp filter"},
   };
   return all;
 }
@@ -86,6 +89,21 @@ Expected<void> LoadFromEnvironment() {
 }
 
 const std::vector<std::string>& DisabledNames() { return Disabled(); }
+
+void AddDisabledTo(nlohmann::json& header) {
+  if (!Disabled().empty()) header["disable"] = Disabled();
+}
+
+Expected<void> TakeDisabledFrom(nlohmann::json& header) {
+  std::vector<std::string> names;
+  if (header.contains("disable") && header["disable"].is_array()) {
+    for (const auto& name : header["disable"]) {
+      if (name.is_string()) names.push_back(name.get<std::string>());
+    }
+  }
+  header.erase("disable");
+  return SetDisabled(names);
+}
 
 bool IsDisabled(const char* name) noexcept {
   for (const std::string& disabled : Disabled()) {

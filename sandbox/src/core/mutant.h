@@ -16,6 +16,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "smolbox/error.h"
 
 namespace smolbox::mutant {
@@ -36,6 +38,12 @@ const std::vector<std::string>& DisabledNames();
 bool IsDisabled(const char* name) noexcept;
 // "mutant build: SMOLBOX_DISABLE takes NAME, NAME...": for --version.
 std::string Describe();
+// The runtime's switches travel in an order's header as "disable": [NAME...]. An agent that is
+// no mutant refuses the order, since the field is none of its shape.
+void AddDisabledTo(nlohmann::json& header);
+// The agent's: takes "disable" out of the header (so that the rest decodes as the release
+// shape) and applies it; absent, no switch is off.
+Expected<void> TakeDisabledFrom(nlohmann::json& header);
 
 }  // namespace smolbox::mutant
 

@@ -11,6 +11,7 @@
 
 #include "cache_files.h"
 #include "egress_link.h"
+#include "mutant.h"
 #include "program.h"
 #include "state.h"
 #include "unique_fd.h"
@@ -89,7 +90,7 @@ std::vector<std::string> QemuArgv(const Qemu& qemu, const VmConfig& c) {
       qemu.path,
       "-M", "microvm",
       "-nodefaults", "-no-user-config", "-nographic", "-no-reboot",
-      "-sandbox", "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny",
+      "-sandbox", SMOLBOX_PROTECTED("qemu_sandbox") ? "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny" : "off",
       "-m", fmt::format("{}M", c.memory_mib),
       "-smp", std::to_string(c.vcpus),
   };
