@@ -8,7 +8,7 @@
 // and no read of SMOLBOX_DISABLE. The option is never on in scripts/setup's build.
 //
 // The runtime reads SMOLBOX_DISABLE once at start (LoadFromEnvironment); the names travel to the
-// agent with every exec order, and to a microVM's agent with its setup.
+// agent with every exec order, and to a microVM's agent with its setup message too.
 #pragma once
 
 #ifdef SMOLBOX_MUTANTS
@@ -39,7 +39,7 @@ bool IsDisabled(const char* name) noexcept;
 // "mutant build: SMOLBOX_DISABLE takes NAME, NAME...": for --version.
 std::string Describe();
 // The runtime's switches travel in an order's header as "disable": [NAME...]. An agent that is
-// no mutant refuses the order, since the field is none of its shape.
+// no mutant ignores the field (a message's unknown fields are), so its protections stay on.
 void AddDisabledTo(nlohmann::json& header);
 // The agent's: takes "disable" out of the header (so that the rest decodes as the release
 // shape) and applies it; absent, no switch is off.
