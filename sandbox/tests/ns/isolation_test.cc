@@ -233,10 +233,14 @@ TEST(Identity, the_hostname_is_sandbox_and_the_host_environment_does_not_leak) {
 }
 
 TEST(Identity, only_the_sandbox_processes_are_visible) {
-  auto run = RunJson({}, {kPython, "-c", "import os\nprint(sorted(int(p) for p in os.listdir('/proc') if p.isdigit()))"});
-  std::string out = run.result["stdout"];
-  // The agent (1) and the workload itself.
-  EXPECT_EQ(out, "[1, 2]\n") << out;
+  const std::string list = "import os\nprint(sorted(int(p) for p in os.listdir('/proc') if p.isdigit()))";
+  // The workload itself (2) only: /proc is mounted hidepid=invisible, which lists only the
+  // processes a workload may ptrace, and the agent (1) is none of them, even to root inside,
+  // which has no capability left.
+  auto run = RunJson({}, {kPython, "-c", list});
+  EXPECT_EQ(run.result["stdout"], "[2]\n") << run.out << run.err;
+  auto as_root = RunJson({"--user", "root"}, {kPython, "-c", list});
+  EXPECT_EQ(as_root.result["stdout"], "[2]\n") << as_root.out << as_root.err;
 }
 
 TEST(Fds, every_descriptor_above_2_is_closed) {
