@@ -74,7 +74,8 @@ Check StatusAndTime(const Case& c, const Evidence& e) {
     return fmt::format("status {}, expected {}", e.status, fmt::join(allowed, " or "));
   }
   if (c.expect.max_wall_ms > 0 && e.wall_ms > c.expect.max_wall_ms) {
-    return fmt::format("ran {} ms, over the bound of {} ms", e.wall_ms, c.expect.max_wall_ms);
+    std::string account = e.sandbox_timings.empty() ? "" : fmt::format(" (the sandbox's timings: {})", e.sandbox_timings);
+    return fmt::format("ran {} ms, over the bound of {} ms{}", e.wall_ms, c.expect.max_wall_ms, account);
   }
   return std::nullopt;
 }

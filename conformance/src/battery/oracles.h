@@ -26,6 +26,8 @@ struct Evidence {
   std::vector<std::string> stray_writes;       // writes outside the declared outputs, on the
                                                // host, and unsafe entries in the outputs
   std::string setup_error;                     // the case could not be run: verdict error
+  std::string sandbox_timings;                 // the sandbox's own account of where the time
+                                               // went ("boot 3992 ms, ..."), where it gives one
 };
 
 struct Judgement {
