@@ -446,6 +446,13 @@ TEST(LoadCatalog, reads_an_egress_cases_policy) {
   EXPECT_TRUE(egress->net);
   EXPECT_EQ(egress->allow_host, (std::vector<std::string>{"api.allowed.test:80", "*.allowed.test"}));
   EXPECT_EQ(egress->allow_cidr, (std::vector<std::string>{"192.0.2.10/32"}));
+  EXPECT_TRUE(egress->deny_cidr.empty());
+  EXPECT_FALSE(egress->net_limit.has_value());
+  c = EgressCase({{"allow_cidr", {"192.0.2.0/24"}}, {"deny_cidr", {"192.0.2.20/32"}}, {"net_limit", 2048}});
+  catalog = LoadCatalog(dir.WriteCases(json::array({c})));
+  ASSERT_TRUE(catalog) << catalog.error().ToString();
+  EXPECT_EQ(catalog->cases.at(0).egress->deny_cidr, (std::vector<std::string>{"192.0.2.20/32"}));
+  EXPECT_EQ(catalog->cases.at(0).egress->net_limit, 2048);
   catalog = LoadCatalog(dir.WriteCases(json::array({MinimalCase()})));
   ASSERT_TRUE(catalog) << catalog.error().ToString();
   EXPECT_FALSE(catalog->cases.at(0).egress.has_value());
@@ -473,6 +480,15 @@ TEST(LoadCatalog, rejects_a_bad_egress_policy_naming_the_field) {
             named + "egress.allow_host[1]: must be a name or range without spaces");
   EXPECT_EQ(ErrorFor(EgressCase({{"allow_cidr", {""}}})),
             named + "egress.allow_cidr[0]: must be a name or range without spaces");
+  EXPECT_EQ(ErrorFor(EgressCase({{"net", true}, {"deny_cidr", {"10.0.0.0/8 --net"}}})),
+            named + "egress.deny_cidr[0]: must be a name or range without spaces");
+  EXPECT_EQ(ErrorFor(EgressCase({{"net", true}, {"net_limit", 0}})),
+            named + "egress.net_limit: must be at least 1 byte");
+  EXPECT_EQ(ErrorFor(EgressCase({{"net", true}, {"net_limit", "2K"}})),
+            named + "egress.net_limit: must be an integer");
+  // A deny rule or a byte cap alone opens nothing: the case would have no network.
+  EXPECT_EQ(ErrorFor(EgressCase({{"deny_cidr", {"192.0.2.20/32"}}, {"net_limit", 10}})),
+            named + "egress: needs net, allow_host or allow_cidr: a case without a policy has no network");
 }
 
 TEST(LoadCatalog, every_shipped_egress_case_first_proves_its_allowed_fetch) {

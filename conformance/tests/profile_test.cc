@@ -409,6 +409,15 @@ TEST(ParseProfile, reads_an_egress_template_and_names_what_is_wrong_with_one) {
   broken["egress"]["allow_host"] = {"--allow-host", "{cidr}"};
   EXPECT_EQ(ParseError(broken), "profile x: egress.allow_host[1]: unknown placeholder {cidr}");
   broken = p;
+  broken["egress"]["deny_cidr"] = {"--deny-cidr", "{host}"};
+  EXPECT_EQ(ParseError(broken), "profile x: egress.deny_cidr[1]: unknown placeholder {host}");
+  broken = p;
+  broken["egress"]["net_limit"] = {"--net-limit", "{cidr}"};
+  EXPECT_EQ(ParseError(broken), "profile x: egress.net_limit[1]: unknown placeholder {cidr}");
+  broken = p;
+  broken["egress"]["net_limit"] = "--net-limit";
+  EXPECT_EQ(ParseError(broken), "profile x: egress.net_limit: must be an array of strings");
+  broken = p;
   broken["egress"]["via"] = json::array();
   EXPECT_EQ(ParseError(broken), "profile x: egress: unknown field \"via\"");
   broken = p;
@@ -546,7 +555,13 @@ Case EgressCase() {
   c.args.clear();
   c.limits.clear();
   c.category = "egress";
-  c.egress = CaseEgress{true, {"api.allowed.test:80", "*.allowed.test"}, {"192.0.2.10/32"}};
+  c.egress = CaseEgress{true, {"api.allowed.test:80", "*.allowed.test"}, {"192.0.2.10/32"}, {}, {}};
+  return c;
+}
+
+Case DenyAndLimitCase() {
+  Case c = EgressCase();
+  c.egress = CaseEgress{false, {}, {"192.0.2.0/24"}, {"192.0.2.20/32", "192.0.2.30/32"}, 2048};
   return c;
 }
 
@@ -559,6 +574,11 @@ TEST(RenderCommand, renders_an_egress_policy_as_smolbox_flags) {
             " --net --allow-host api.allowed.test:80 --allow-host *.allowed.test"
             " --allow-cidr 192.0.2.10/32 -w /work -- /usr/bin/python3 -u /payload/python/csv.py MARK");
   EXPECT_EQ(CannotExpressEgress(*profile, EgressCase()), std::nullopt);
+  EXPECT_EQ(Line(*profile, DenyAndLimitCase()),
+            "/bin/true run --json --backend ns --accel auto --image host -v /cat:/payload:ro"
+            " --allow-cidr 192.0.2.0/24 --deny-cidr 192.0.2.20/32 --deny-cidr 192.0.2.30/32"
+            " --net-limit 2048B -w /work -- /usr/bin/python3 -u /payload/python/csv.py MARK");
+  EXPECT_EQ(CannotExpressEgress(*profile, DenyAndLimitCase()), std::nullopt);
   // A case without a policy gets no egress flag: no network.
   EXPECT_EQ(Line(*profile).find("--net"), std::string::npos);
   EXPECT_EQ(Line(*profile).find("--allow"), std::string::npos);
@@ -584,6 +604,20 @@ TEST(RenderCommand, skips_egress_where_a_profile_cannot_express_it_and_runs_it_o
   Case names_only = EgressCase();
   names_only.egress->allow_cidr.clear();
   EXPECT_EQ(CannotExpressEgress(*partial, names_only), std::nullopt);
+  // A deny rule or a byte cap the profile has no words for is never dropped: the case skips.
+  p["egress"]["allow_cidr"] = {"--allow-cidr", "{cidr}"};
+  p["egress"]["deny_cidr"] = {"--deny-cidr", "{cidr}"};
+  auto no_limit = ParseProfile(p.dump(), "test.json");
+  ASSERT_TRUE(no_limit) << no_limit.error().ToString();
+  EXPECT_EQ(CannotExpressEgress(*no_limit, DenyAndLimitCase()),
+            "profile x cannot express egress.net_limit (its \"egress\" field has no words for it)");
+  p["egress"].erase("deny_cidr");
+  auto no_deny = ParseProfile(p.dump(), "test.json");
+  ASSERT_TRUE(no_deny) << no_deny.error().ToString();
+  EXPECT_EQ(CannotExpressEgress(*no_deny, DenyAndLimitCase()),
+            "profile x cannot express egress.deny_cidr (its \"egress\" field has no words for it)");
+  // null says nothing at all: it runs the case open, and so fails it.
+  EXPECT_EQ(CannotExpressEgress(*null, DenyAndLimitCase()), std::nullopt);
 }
 
 TEST(RenderCommand, renders_a_case_for_null_on_host_paths) {

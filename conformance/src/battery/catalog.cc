@@ -420,17 +420,23 @@ Expected<std::vector<std::string>> GetPolicyWords(const json& v, const std::stri
 }
 
 Expected<void> ParseEgress(const json& v, Case& c) {
-  SMOLBOX_TRY(CheckKeys(v, "egress", {"net", "allow_host", "allow_cidr"}));
+  SMOLBOX_TRY(CheckKeys(v, "egress", {"net", "allow_host", "allow_cidr", "deny_cidr", "net_limit"}));
   CaseEgress egress;
   if (v.contains("net")) {
     SMOLBOX_ASSIGN_OR_RETURN(bool net, GetBool(v["net"], "egress.net"));
     egress.net = net;
   }
   for (auto [key, out] : {std::pair{"allow_host", &egress.allow_host},
-                          std::pair{"allow_cidr", &egress.allow_cidr}}) {
+                          std::pair{"allow_cidr", &egress.allow_cidr},
+                          std::pair{"deny_cidr", &egress.deny_cidr}}) {
     if (!v.contains(key)) continue;
     SMOLBOX_ASSIGN_OR_RETURN(auto words, GetPolicyWords(v[key], FieldPath("egress", key)));
     *out = std::move(words);
+  }
+  if (v.contains("net_limit")) {
+    SMOLBOX_ASSIGN_OR_RETURN(int64_t bytes, GetInteger(v["net_limit"], "egress.net_limit"));
+    if (bytes < 1) return Fail("egress.net_limit", "must be at least 1 byte");
+    egress.net_limit = bytes;
   }
   if (!egress.net && egress.allow_host.empty() && egress.allow_cidr.empty()) {
     return Fail("egress", "needs net, allow_host or allow_cidr: a case without a policy has no network");

@@ -33,8 +33,11 @@
 //     "oracles": ["canaries", "leftovers", "writes", "sigurg", "tty"]   default: the first three
 //     "egress": {"net": true,                    category egress only, and required there: the
 //                "allow_host": ["api.allowed.test:80"],  policy the sandbox is given (open
-//                "allow_cidr": ["192.0.2.10/32"]}        egress, names, ranges); the case runs
-//                                                on the test internet (test_internet.h)
+//                "allow_cidr": ["192.0.2.10/32"],        egress, names, ranges); the case runs
+//                "deny_cidr": ["192.0.2.20/32"],         on the test internet (test_internet.h).
+//                "net_limit": 2048}                      Optional: ranges no allow reaches, and
+//                                                the bytes the sandbox may send in all
+//                                                (a profile without words for them skips)
 //   }]}
 #pragma once
 
@@ -95,11 +98,14 @@ struct Expect {
 };
 
 // The egress policy a case runs under, in the words of smolbox's flags: --net, --allow-host
-// NAME[:PORT], --allow-cidr CIDR[:PORT]. At least one is set.
+// NAME[:PORT], --allow-cidr CIDR[:PORT] (at least one of these three is set), --deny-cidr CIDR
+// and --net-limit BYTES.
 struct CaseEgress {
   bool net = false;
   std::vector<std::string> allow_host;
   std::vector<std::string> allow_cidr;
+  std::vector<std::string> deny_cidr;
+  std::optional<int64_t> net_limit;
 };
 
 struct Case {

@@ -26,10 +26,13 @@
 //                                             entry is skipped (sandbox needs none)
 //    "egress": {"net": ["--net"],             inserted at {egress...} for an egress case: "net"
 //               "allow_host": ["--allow-host", "{host}"],   when it opens the network, one
-//               "allow_cidr": ["--allow-cidr", "{cidr}"]}   "allow_host" per name and one
-//                                             "allow_cidr" per range. All three are required,
-//                                             and may be empty (null: nothing to say). Without
-//                                             it, egress cases skip.
+//               "allow_cidr": ["--allow-cidr", "{cidr}"],   "allow_host" per name and one
+//               "deny_cidr": ["--deny-cidr", "{cidr}"],     "allow_cidr" per range. These three
+//               "net_limit": ["--net-limit", "{bytes}"]}    are required, and may be empty
+//                                             (null: nothing to say). Without the field, egress
+//                                             cases skip. "deny_cidr" (one per range) and
+//                                             "net_limit" are optional: a case that needs one
+//                                             the profile lacks skips.
 //
 // Placeholders: {argv...} {mounts...} {env...} {limits...} {stdin...} {user...} {egress...}
 // {variant...}
@@ -39,7 +42,7 @@
 // {vcpus} (whole CPUs, rounded up), {pids}, {storage_mib}, {output_bytes}, {files} and the
 // variables ({backend}, {smolbox}) expand in place anywhere; {source} {target} only in "mount",
 // {key} {value} only in "env", {host} only in "egress.allow_host", {cidr} only in
-// "egress.allow_cidr". A limit
+// "egress.allow_cidr" and "egress.deny_cidr", {bytes} only in "egress.net_limit". A limit
 // placeholder takes the case's value or the RunSpec default. Every limit must be mapped (in
 // "limits", "limit_args" or by a placeholder in "command") or listed in "unsupported".
 #pragma once
@@ -58,6 +61,8 @@ struct EgressTemplates {
   std::vector<std::string> net;
   std::vector<std::string> allow_host;  // with {host}
   std::vector<std::string> allow_cidr;  // with {cidr}
+  std::vector<std::string> deny_cidr;   // with {cidr}; empty: cannot be expressed
+  std::vector<std::string> net_limit;   // with {bytes}; empty: cannot be expressed
 };
 
 struct Profile {

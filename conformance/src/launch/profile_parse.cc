@@ -73,11 +73,17 @@ Expected<void> ParseMountTemplates(const json& v, Profile& p) {
 }
 
 Expected<void> ParseEgressTemplates(const json& v, Profile& p) {
-  SMOLBOX_TRY(CheckKeys(v, "egress", {"net", "allow_host", "allow_cidr"}));
+  SMOLBOX_TRY(CheckKeys(v, "egress", {"net", "allow_host", "allow_cidr", "deny_cidr", "net_limit"}));
   EgressTemplates egress;
   for (auto [key, out] : {std::pair{"net", &egress.net}, std::pair{"allow_host", &egress.allow_host},
                           std::pair{"allow_cidr", &egress.allow_cidr}}) {
     if (!v.contains(key)) return Fail(FieldPath("egress", key), "is required (an empty list says nothing is needed)");
+    SMOLBOX_ASSIGN_OR_RETURN(auto words, GetStringArray(v[key], FieldPath("egress", key)));
+    *out = std::move(words);
+  }
+  // Optional: most sandboxes have no deny rule or byte cap, and their cases skip there.
+  for (auto [key, out] : {std::pair{"deny_cidr", &egress.deny_cidr}, std::pair{"net_limit", &egress.net_limit}}) {
+    if (!v.contains(key)) continue;
     SMOLBOX_ASSIGN_OR_RETURN(auto words, GetStringArray(v[key], FieldPath("egress", key)));
     *out = std::move(words);
   }
@@ -238,6 +244,8 @@ Expected<void> CheckTemplates(const Profile& p) {
   if (p.egress) {
     SMOLBOX_TRY(CheckTemplate(p.egress->allow_host, "egress.allow_host", with({"host"}), false));
     SMOLBOX_TRY(CheckTemplate(p.egress->allow_cidr, "egress.allow_cidr", with({"cidr"}), false));
+    SMOLBOX_TRY(CheckTemplate(p.egress->deny_cidr, "egress.deny_cidr", with({"cidr"}), false));
+    SMOLBOX_TRY(CheckTemplate(p.egress->net_limit, "egress.net_limit", with({"bytes"}), false));
   }
   std::vector<std::string> variables;
   for (const auto& [name, unused] : p.variables) variables.push_back(name);

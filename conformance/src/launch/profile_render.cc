@@ -183,6 +183,10 @@ Expected<std::vector<std::string>> EgressWords(const Profile& profile, const Cas
   if (c.egress->net) SMOLBOX_TRY(add(profile.egress->net, {}));
   for (const std::string& host : c.egress->allow_host) SMOLBOX_TRY(add(profile.egress->allow_host, {{"host", host}}));
   for (const std::string& cidr : c.egress->allow_cidr) SMOLBOX_TRY(add(profile.egress->allow_cidr, {{"cidr", cidr}}));
+  for (const std::string& cidr : c.egress->deny_cidr) SMOLBOX_TRY(add(profile.egress->deny_cidr, {{"cidr", cidr}}));
+  if (c.egress->net_limit) {
+    SMOLBOX_TRY(add(profile.egress->net_limit, {{"bytes", std::to_string(*c.egress->net_limit)}}));
+  }
   return out;
 }
 
@@ -250,7 +254,9 @@ std::optional<std::string> CannotExpressEgress(const Profile& profile, const Cas
   if (says_nothing) return std::nullopt;
   for (auto [needed, words, field] :
        {std::tuple{c.egress->net, &t.net, "net"}, std::tuple{!c.egress->allow_host.empty(), &t.allow_host, "allow_host"},
-        std::tuple{!c.egress->allow_cidr.empty(), &t.allow_cidr, "allow_cidr"}}) {
+        std::tuple{!c.egress->allow_cidr.empty(), &t.allow_cidr, "allow_cidr"},
+        std::tuple{!c.egress->deny_cidr.empty(), &t.deny_cidr, "deny_cidr"},
+        std::tuple{c.egress->net_limit.has_value(), &t.net_limit, "net_limit"}}) {
     if (needed && words->empty()) {
       return fmt::format("profile {} cannot express egress.{} (its \"egress\" field has no words for it)", profile.name, field);
     }
