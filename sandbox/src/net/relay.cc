@@ -112,6 +112,16 @@ Expected<void> MakePipe(Direction& d) {
   return {};
 }
 
+// Counts n bytes the sandbox is about to send against --net-limit, across all its connections;
+// the reason once the limit is passed, before those bytes leave.
+std::optional<std::string> CountOut(GatewayState& state, int64_t n) {
+  if (!state.spec.limit_bytes || !SMOLBOX_PROTECTED("net_limit")) return std::nullopt;
+  if (state.bytes_out.fetch_add(n) + n <= *state.spec.limit_bytes) return std::nullopt;
+  std::lock_guard lock(state.log_mutex);
+  state.limit_hit = true;
+  return fmt::format("--net-limit of {} bytes out reached", *state.spec.limit_bytes);
+}
+
 // Moves what can be moved without blocking, once; the reason, once the connection must end.
 std::optional<std::string> StepOnce(GatewayState& state, Direction& d, short from_events) {
   const char* reading = d.outbound ? "the sandbox's side" : "the server's side";
@@ -126,11 +136,8 @@ std::optional<std::string> StepOnce(GatewayState& state, Direction& d, short fro
       return fmt::format("{} failed: {}", reading, std::strerror(errno));
     }
     if (n > 0) d.in_pipe = static_cast<size_t>(n);
-    if (n > 0 && d.outbound && state.spec.limit_bytes &&
-        state.bytes_out.fetch_add(n) + n > *state.spec.limit_bytes) {
-      std::lock_guard lock(state.log_mutex);
-      state.limit_hit = true;
-      return fmt::format("--net-limit of {} bytes out reached", *state.spec.limit_bytes);
+    if (n > 0 && d.outbound) {
+      if (auto reached = CountOut(state, n)) return reached;
     }
   }
   // A write is tried whenever bytes wait; EAGAIN leaves them for the next turn.
@@ -159,9 +166,12 @@ std::optional<std::string> Step(GatewayState& state, Direction& d, short from_ev
   return std::nullopt;
 }
 
-// The first bytes, read to judge the name, go on to the server before the relay starts.
+// The first bytes, read to judge the name, go on to the server before the relay starts. They
+// count against --net-limit like every other byte out: a request that names its host may carry
+// a body in the same read.
 std::optional<std::string> SendFirstBytes(GatewayState& state, int upstream,
                                           const std::string& first, Direction& out) {
+  if (auto reached = CountOut(state, static_cast<int64_t>(first.size()))) return reached;
   for (size_t sent = 0; sent < first.size();) {
     ssize_t n =
         send(upstream, first.data() + sent, first.size() - sent, MSG_NOSIGNAL | MSG_DONTWAIT);
@@ -172,7 +182,6 @@ std::optional<std::string> SendFirstBytes(GatewayState& state, int upstream,
       return "the server took no bytes within 10 s";
   }
   out.bytes += static_cast<int64_t>(first.size());
-  if (state.spec.limit_bytes) state.bytes_out += static_cast<int64_t>(first.size());
   return std::nullopt;
 }
 
