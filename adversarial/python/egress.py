@@ -11,6 +11,8 @@ the attack, which prints BREACH when what the policy forbids got through:
   udp ADDR PORT          a UDP echo server echoes a datagram
   txt NAME               the resolver answers a TXT query for NAME
   dns_direct ADDR NAME   a DNS server other than the resolver answers an A query
+  upload URL N...        one POST of N bytes per N, each sent in one piece on its own
+                         connection: the server answers only once it has read them all
   connections URL N      N connections are opened at once; how many got an answer
                          (ANSWERED n), for the case's max_count
   timed_get URL N        N GETs of URL, one connection each: GET_P50_US, the median in µs
@@ -168,6 +170,26 @@ def dns_direct(server, name):
         say(f"held: {server} gave {reply[:2] if reply else 'no answer'}")
 
 
+def upload(url, *sizes):
+    parts = urllib.parse.urlsplit(url)
+    for size in sizes:
+        head = (f"POST {parts.path or '/'} HTTP/1.0\r\nHost: {parts.netloc}\r\n"
+                f"Content-Length: {size}\r\n\r\n").encode()
+        try:
+            with socket.create_connection((parts.hostname, parts.port or 80), timeout=TIMEOUT) as sock:
+                # One send: a gateway that reads the first bytes to judge the name gets the
+                # body with them.
+                sock.sendall(head + b"u" * int(size))
+                body = read_reply(sock).decode(errors="replace")
+        except OSError as e:
+            say(f"held: upload of {size} bytes: {type(e).__name__} {e}")
+            continue
+        if "server=" in body:
+            say(f"BREACH {size} bytes reached {url}: {body.splitlines()[-1]}")
+        else:
+            say(f"held: upload of {size} bytes got {body[:80]!r}")
+
+
 def connections(url, count):
     parts = urllib.parse.urlsplit(url)
     socks = []
@@ -223,7 +245,7 @@ def main():
     control_url, mode, *rest = ARGS
     control(control_url)
     attacks = {"resolve": resolve, "http": http_attack, "tls": tls, "udp": udp, "txt": txt,
-               "dns_direct": dns_direct, "connections": connections, "timed_get": timed_get,
+               "dns_direct": dns_direct, "upload": upload, "connections": connections, "timed_get": timed_get,
                "timed_download": timed_download}
     if mode != "none":
         attacks[mode](*rest)

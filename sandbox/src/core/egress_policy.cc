@@ -236,7 +236,7 @@ Verdict JudgeConnection(const EgressPolicy& policy, const Destination& d,
   if (auto floor = FloorReason(d.address, host_addresses); floor && SMOLBOX_PROTECTED("egress_floor")) {
     return Deny(fmt::format("{} is in the floor: {}", address, *floor));
   }
-  if (auto deny = DeniedBy(policy, d.address)) {
+  if (auto deny = DeniedBy(policy, d.address); deny && SMOLBOX_PROTECTED("deny_cidr")) {
     return Deny(fmt::format("{} is denied by --deny-cidr {}", address, deny->ToString()));
   }
   for (const CidrRule& rule : policy.allow_cidrs) {

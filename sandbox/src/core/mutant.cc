@@ -60,6 +60,8 @@ const std::vector<Protection>& Protections() {
       {"egress_allowlist", "gateway: connections by name only to what --allow-host names"},
       {"first_bytes_check", "gateway: the TLS server name or HTTP Host must be allowed"},
       {"connection_cap", "gateway: the cap on open connections per sandbox"},
+      {"deny_cidr", "gateway: --deny-cidr checked before every allow rule"},
+      {"net_limit", "gateway: --net-limit, the bytes a sandbox may send in all"},
       {"dns_filter", "gateway: DNS answers only A, AAAA and CNAME for allowed names"},
       {"dns_rebinding", "gateway: an allowed name answered with a floor address is refused"},
       {"guest_userns", "vm agent: the workload's user namespace inside the guest"},
