@@ -5,12 +5,14 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 
 #include <fmt/format.h>
 
 #include <nlohmann/json.hpp>
 
+#include "battery/json_check.h"
 #include "check_runner.h"
 #include "smolbox_runner.h"
 #include "test_support.h"
@@ -192,6 +194,37 @@ TEST(BadInput, a_payload_file_that_does_not_exist_is_named) {
   auto run = RunCheck({"run", "--sandbox", "null", "--catalog", catalog.path()});
   EXPECT_EQ(run.exit_code, 2);
   EXPECT_NE(run.err.find("definitely-missing.py"), std::string::npos) << run.err;
+}
+
+// A profile that boots a kernel (a startup allowance) is run once, untimed, before its cases:
+// the first runs of a configuration boot and save a snapshot, which no case's bound covers.
+// The profile here is the host itself with a log of every invocation.
+std::string WarmUpProfile(const std::string& log, int allowance_ms) {
+  nlohmann::json p = {
+      {"name", "logged"},
+      {"binary", "/bin/sh"},
+      {"command", {"/bin/sh", "-c", "echo run >> " + log + "; exec \"$@\"", "sh", "{argv...}"}},
+      {"paths", "host"},
+      {"result", "exit_code"},
+      {"startup_allowance_ms", allowance_ms},
+      {"unsupported", {"timeout_ms", "cpu_ms", "memory_mib", "cpus", "pids", "storage_mib", "output_bytes", "files"}}};
+  return p.dump();
+}
+
+TEST(WarmUp, a_booting_profile_runs_its_first_case_once_untimed_before_the_battery) {
+  TempDir dir("smolvm-check-warmup");
+  for (int allowance : {0, 1000}) {
+    const std::string log = fmt::format("{}/runs-{}", dir.path(), allowance);
+    TempFile profile(WarmUpProfile(log, allowance));
+    auto run = RunCheck({"run", "--sandbox", profile.path(), "--filter", "functional.hello.sh", "--json"});
+    ASSERT_TRUE(run.report.is_object()) << run.err;
+    EXPECT_EQ(run.report["summary"]["total"], 1);
+    EXPECT_EQ(run.report["summary"]["pass"], 1) << Failures(run.report);
+    auto logged = ReadTextFile(log, 4096);
+    ASSERT_TRUE(logged) << log;
+    EXPECT_EQ(std::count(logged->begin(), logged->end(), '\n'), allowance > 0 ? 2 : 1)
+        << "startup allowance " << allowance << ": " << *logged;
+  }
 }
 
 TEST(BadInput, an_unknown_sandbox_name_is_named) {
