@@ -79,8 +79,7 @@ int64_t WorkloadCgroup::Field(const char* file, const char* key) const {
 }
 
 CgroupCounters WorkloadCgroup::Read() const {
-  return CgroupCounters{Field("memory.events", "oom_kill"), Field("pids.events", "max"),
-                        Field("cpu.stat", "usage_usec")};
+  return CgroupCounters{Field("memory.events", "oom_kill"), Field("pids.events", "max"), CpuUsec()};
 }
 
 void WorkloadCgroup::Judge(const CgroupCounters& before, ExecReport& report) const {

@@ -36,6 +36,7 @@ class WorkloadCgroup {
   // O_WRONLY, CLOEXEC: the child joins by writing "0", and execve closes it.
   int procs_fd() const { return procs_.get(); }
   CgroupCounters Read() const;
+  int64_t CpuUsec() const { return Field("cpu.stat", "usage_usec"); }
   // Adds what only the cgroup saw to the agent's own account of one exec.
   void Judge(const CgroupCounters& before, ExecReport& report) const;
 

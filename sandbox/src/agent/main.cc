@@ -202,8 +202,10 @@ class Agent {
       return;
     }
     CgroupCounters before = cgroup_ ? cgroup_->Read() : CgroupCounters{};
+    CpuMeter cpu_meter;
+    if (cgroup_) cpu_meter = [this, base = before.cpu_usec] { return (cgroup_->CpuUsec() - base) / 1000; };
     auto workload = StartWorkload(*request, seccomp_, cgroup_ ? cgroup_->procs_fd() : -1);
-    ExecReport report = workload ? PumpExec(connection_, signals_, *request, std::move(*workload))
+    ExecReport report = workload ? PumpExec(connection_, signals_, *request, std::move(*workload), cpu_meter)
                                  : workload.error();
     if (cgroup_ && workload) cgroup_->Judge(before, report);
     Reply(EncodeExit(report));

@@ -58,6 +58,9 @@ ExecReport Judge(const Ending& ending, const ExecRequest& request) {
   if (ending.kill_reason == KillReason::kTimeout) {
     report.status = Status::kTimeout;
     report.exit_code = -1;
+  } else if (ending.kill_reason == KillReason::kCpuLimit) {
+    report.status = Status::kCpuLimit;
+    report.exit_code = -1;
   } else if (ending.kill_reason == KillReason::kOutputLimit || truncated) {
     // Also when the excess only showed up while draining, after the main process had exited.
     report.status = Status::kOutputLimit;

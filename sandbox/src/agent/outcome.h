@@ -13,7 +13,7 @@
 namespace smolbox::agent {
 
 // Why the agent killed the workload tree; the first reason wins.
-enum class KillReason { kNone, kTimeout, kOutputLimit, kHostGone, kCancelled };
+enum class KillReason { kNone, kTimeout, kCpuLimit, kOutputLimit, kHostGone, kCancelled };
 
 struct Ending {
   int wait_status = 0;       // of the main process

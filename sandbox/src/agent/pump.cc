@@ -29,6 +29,10 @@ constexpr size_t kChunkBytes = 64 * 1024;
 constexpr milliseconds kDrainGrace{500};
 // How long the end of an exec waits for the killed tree to be reaped.
 constexpr milliseconds kReapBound{2000};
+// How often the tree's CPU time is read while a cpu_ms limit applies, and how far past the
+// limit it may get before the tree is ended: the host's monitor uses the same on ns.
+constexpr milliseconds kCpuPoll{50};
+constexpr int64_t kCpuSlackMs = 100;
 
 struct Stream {
   UniqueFd fd;
@@ -40,7 +44,7 @@ struct Stream {
 class ExecPump {
  public:
   ExecPump(Connection& connection, const ChildSignals& signals, const ExecRequest& request,
-           Workload workload)
+           Workload workload, const CpuMeter& cpu_meter)
       : connection_(connection),
         signals_(signals),
         request_(request),
@@ -51,6 +55,7 @@ class ExecPump {
     if (request_.timeout_ms > 0 && SMOLBOX_PROTECTED("agent_timeout")) {
       deadline_ = workload_.started + milliseconds(request_.timeout_ms);
     }
+    if (request_.cpu_ms > 0 && cpu_meter && SMOLBOX_PROTECTED("cpu_time_total")) cpu_meter_ = cpu_meter;
   }
 
   ExecReport Run() {
@@ -75,6 +80,7 @@ class ExecPump {
       next = drain_deadline_;
     } else if (kill_reason_ == KillReason::kNone) {
       next = deadline_;
+      if (cpu_meter_ && (!next || *next > now + kCpuPoll)) next = now + kCpuPoll;
     }
     if (!next) return -1;
     int64_t left = std::chrono::ceil<milliseconds>(*next - now).count();
@@ -101,6 +107,7 @@ class ExecPump {
     // Every pass, not only on SIGCHLD: one cheap wait4 and nothing depends on signal timing.
     Reap(Clock::now());
     CheckDeadline(Clock::now());
+    CheckCpuTime();
   }
 
   // Writes what the host sent, in order, as the pipe takes it; each chunk written whole is
@@ -221,6 +228,12 @@ class ExecPump {
     }
   }
 
+  // Many processes, each under its RLIMIT_CPU, may together use more than the limit.
+  void CheckCpuTime() {
+    if (!cpu_meter_ || main_exit_ || kill_reason_ != KillReason::kNone) return;
+    if (cpu_meter_() > request_.cpu_ms + kCpuSlackMs) Kill(KillReason::kCpuLimit);
+  }
+
   void Kill(KillReason reason) {
     if (kill_reason_ == KillReason::kNone) kill_reason_ = reason;
     KillWorkloads(workload_.pid);
@@ -256,6 +269,7 @@ class ExecPump {
   size_t stdin_queued_ = 0;              // their bytes, at most the window
   size_t stdin_offset_ = 0;              // of the front chunk, written already
   bool stdin_ended_ = false;
+  CpuMeter cpu_meter_;  // empty: no cpu_ms, or the host enforces it
   std::optional<Clock::time_point> deadline_;
   std::optional<Clock::time_point> drain_deadline_;
   std::optional<MainExit> main_exit_;
@@ -266,8 +280,8 @@ class ExecPump {
 }  // namespace
 
 ExecReport PumpExec(Connection& connection, const ChildSignals& signals, const ExecRequest& request,
-                    Workload workload) {
-  return ExecPump(connection, signals, request, std::move(workload)).Run();
+                    Workload workload, const CpuMeter& cpu_meter) {
+  return ExecPump(connection, signals, request, std::move(workload), cpu_meter).Run();
 }
 
 }  // namespace smolbox::agent

@@ -298,6 +298,7 @@ class ExecMonitor {
       return;
     }
     if (request_.cpu_ms <= 0 || cgroup_ == nullptr || outcome_.cpu_limit_fired) return;
+    if (!SMOLBOX_PROTECTED("cpu_time_total")) return;
     auto used = cgroup_->CpuUsageMs();
     if (used && *used - cpu_base_ms_ > request_.cpu_ms + kCpuSlackMs) {
       // Many processes, each under its RLIMIT_CPU, together over the limit: the agent ends them.
