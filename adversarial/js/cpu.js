@@ -3,10 +3,11 @@
 // Every loop ends by itself after BOUND_MS, well past the timeouts the catalog sets, so that a
 // sandbox without a timeout shows up as a run that lasted that long and exited normally.
 // share is python/cpu.py's: two threads spin for SHARE_MS, and CPU_SHARE_PERMILLE says how much
-// CPU the process got per second of wall time.
+// CPU the process got per second of wall time. cpu_in_children is python/cpu.py's: CHILDREN
+// processes in turn, each under a per-process RLIMIT_CPU, use several seconds of CPU together.
 'use strict';
 const { Worker, isMainThread, workerData } = require('worker_threads');
-const { spawn } = require('child_process');
+const { spawn, spawnSync } = require('child_process');
 
 const ARGS = process.argv.slice(2, -1); // the last word is the runner's marker
 const MARKER = process.argv[process.argv.length - 1];
@@ -31,6 +32,8 @@ function spin(label, report) {
 }
 
 const SHARE_MS = 3000;
+const CHILDREN = 8;
+const CHILD_CPU_US = 600000;
 const SPINNERS = 2;
 
 const modes = {
@@ -59,6 +62,15 @@ const modes = {
     }
     spin('LOOP', true);
     process.exit(0);
+  },
+  cpu_in_children() {
+    const child = `const s = process.cpuUsage();
+      for (;;) { const u = process.cpuUsage(s); if (u.user + u.system >= ${CHILD_CPU_US}) break; }`;
+    for (let i = 0; i < CHILDREN; i++) {
+      spawnSync(process.execPath, ['-e', child, MARKER], { stdio: 'ignore' });
+      say(`CHILD ${i} DONE`);
+    }
+    say(`LOOP DONE after ${((Date.now() - START) / 1000).toFixed(1)}s`);
   },
   regex() {
     // (a+)+$ backtracks exponentially on a run of a's that does not end the string: each extra

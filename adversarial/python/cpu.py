@@ -2,6 +2,9 @@
 
 on_time              spins, printing ELAPSED_MS every 100 ms: a timeout that holds only at a later
                      backstop shows as milliseconds well past the limit
+cpu_in_children      CHILDREN processes, one after another, each using CHILD_CPU_S of CPU: each
+                     stays under a per-process RLIMIT_CPU, together they use several seconds,
+                     so only a CPU-time limit on the whole sandbox ends them
 share                two processes spin for SHARE_S seconds of wall time; CPU_SHARE_PERMILLE
                      says how much CPU they got per second, in thousandths of a CPU (about
                      2000 on an idle host with two cores, the cpus limit under a quota)
@@ -105,6 +108,23 @@ def sigstop():
     os.waitpid(child, 0)
 
 
+CHILDREN = 8
+CHILD_CPU_S = 0.6
+
+
+def cpu_in_children():
+    for i in range(CHILDREN):
+        pid = os.fork()
+        if pid == 0:
+            begin = time.process_time()
+            while time.process_time() - begin < CHILD_CPU_S:
+                pass
+            os._exit(0)
+        os.waitpid(pid, 0)
+        say(f"CHILD {i} DONE")
+    say(f"LOOP DONE after {elapsed():.1f}s")
+
+
 SHARE_S = 3.0
 SPINNERS = 2
 
@@ -133,6 +153,7 @@ MODES = {
     "while_true": while_true,
     "on_time": on_time,
     "busy_threads": busy_threads,
+    "cpu_in_children": cpu_in_children,
     "regex": regex,
     "ignore_sigterm": ignore_sigterm,
     "sigstop": sigstop,
