@@ -21,6 +21,8 @@ namespace smolvm_check {
 namespace {
 
 using smolbox::testing::OnPath;
+using smolbox::testing::ProgramRun;
+using smolbox::testing::RunProgram;
 using smolbox::testing::TempDir;
 
 // The egress cases ran on the test internet rather than skipping: as root, it can be built.
@@ -119,15 +121,10 @@ TEST(Battery, every_adversarial_case_fails_and_every_functional_case_passes_with
 
 class Peer : public ::testing::TestWithParam<const char*> {};
 
-// The peer's profile drives its sandbox through cases of ten categories (the shell variants) and
-// through the egress cases, which it cannot express. The whole battery on each peer is
-// scripts/peer-tables' work (docs/peers/): here it would only repeat the same payloads.
-TEST_P(Peer, runs_the_shell_cases_and_the_egress_cases_and_reports_a_verdict_for_each) {
-  // scripts/setup installs each peer where the distribution has it; Ubuntu 24.04 may lack runsc.
-  if (!OnPath(GetParam())) {
-    GTEST_SKIP() << GetParam() << " is not installed: this distribution's archive lacks it";
-  }
-  auto run = RunCheck({"run", "--sandbox", GetParam(), "--filter", "*.sh", "--filter", "egress.*", "-j", "2", "--json"});
+// A peer's run of the shell cases (ten categories) and the egress cases, which no peer's profile
+// can express. The whole battery on each peer is scripts/peer-tables' work (docs/peers/): here it
+// would only repeat the same payloads.
+void ExpectAPeerVerdictForEachCase(const Invocation& run) {
   ASSERT_TRUE(run.report.is_object()) << run.err;
   // Peers are compared, not gated: failing cases are expected; a broken run is not.
   EXPECT_TRUE(run.exit_code == 0 || run.exit_code == 1) << run.err;
@@ -144,7 +141,64 @@ TEST_P(Peer, runs_the_shell_cases_and_the_egress_cases_and_reports_a_verdict_for
   }
 }
 
+TEST_P(Peer, runs_the_shell_cases_and_the_egress_cases_and_reports_a_verdict_for_each) {
+  // scripts/setup installs each peer where the distribution has it; Ubuntu 24.04 may lack runsc.
+  if (!OnPath(GetParam())) {
+    GTEST_SKIP() << GetParam() << " is not installed: this distribution's archive lacks it";
+  }
+  ExpectAPeerVerdictForEachCase(
+      RunCheck({"run", "--sandbox", GetParam(), "--filter", "*.sh", "--filter", "egress.*", "-j", "2", "--json"}));
+}
+
 INSTANTIATE_TEST_SUITE_P(Installed, Peer, ::testing::Values("bwrap", "runsc", "firejail"));
+
+// podman runs on a local image, as its users run it: the image tests' py image, loaded under a
+// tag of this run's own and removed afterwards.
+class PodmanPeer : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!OnPath("podman")) {
+      GTEST_SKIP() << "podman is not installed: this distribution's archive lacks it";
+    }
+    ProgramRun build = RunProgram({"/bin/bash", SMOLBOX_IMAGE_TEST_DIR "/build_test_images.sh", images_.path(),
+                                   smolbox::testing::HelperPath("file_cat"), tag_});
+    ASSERT_EQ(build.exit_code, 0) << build.err;
+    ProgramRun load = RunProgram({"podman", "load", "--quiet", "--input", images_.path() + "/py.tar"});
+    ASSERT_EQ(load.exit_code, 0) << load.err;
+    // A docker archive's name gets docker.io/ in front; the profile's --pull never keeps podman
+    // from ever looking there, and the test's own name is a local one.
+    std::string loaded = "docker.io/test/py:" + tag_;
+    ASSERT_EQ(RunProgram({"podman", "tag", loaded, image()}).exit_code, 0);
+    loaded_ = true;
+    EXPECT_EQ(RunProgram({"podman", "untag", image(), loaded}).exit_code, 0);
+  }
+  void TearDown() override {
+    if (loaded_) {
+      EXPECT_EQ(RunProgram({"podman", "rmi", image()}).exit_code, 0);
+    }
+  }
+  std::string image() const { return "localhost/smolvm-check/py:" + tag_; }
+
+ private:
+  TempDir images_{"smolvm-check-podman"};
+  std::string tag_ = fmt::format("peer-{}", getpid());
+  bool loaded_ = false;
+};
+
+TEST_F(PodmanPeer, runs_the_shell_cases_on_a_local_image_and_holds_the_limits_it_maps) {
+  auto run = RunCheck({"run", "--sandbox", "podman", "--var", "image=" + image(), "--filter", "*.sh", "--filter",
+                       "egress.*", "-j", "2", "--json"});
+  ExpectAPeerVerdictForEachCase(run);
+  // Unlike bwrap's, runsc do's and firejail's, podman's profile maps a pids limit, a size on the
+  // writable tmpfs and a timeout that kills the container: those cases hold.
+  for (const auto& c : run.report["cases"]) {
+    std::string id = c["id"];
+    if (id == "pids.fork_bomb.sh" || id == "disk.fill_tmp.sh" || id == "cpu.while_true.sh" ||
+        id.starts_with("functional.")) {
+      EXPECT_EQ(c["verdict"], "pass") << id << ": " << c["reason"];
+    }
+  }
+}
 
 TEST(Peer, syntax_only_profiles_validate_and_skip_every_case) {
   for (const char* name : {"smolvm", "docker"}) {
