@@ -152,45 +152,27 @@ TEST_P(Peer, runs_the_shell_cases_and_the_egress_cases_and_reports_a_verdict_for
 
 INSTANTIATE_TEST_SUITE_P(Installed, Peer, ::testing::Values("bwrap", "runsc", "firejail"));
 
-// podman runs on a local image, as its users run it: the image tests' py image, loaded under a
-// tag of this run's own and removed afterwards.
-class PodmanPeer : public ::testing::Test {
+// Peers that run on a local image, as their users run them: the image tests' py image, built
+// for the test under a tag of its own.
+class LocalImagePeer : public ::testing::Test {
  protected:
-  void SetUp() override {
-    if (!OnPath("podman")) {
-      GTEST_SKIP() << "podman is not installed: this distribution's archive lacks it";
-    }
+  void BuildImage() {
     ProgramRun build = RunProgram({"/bin/bash", SMOLBOX_IMAGE_TEST_DIR "/build_test_images.sh", images_.path(),
                                    smolbox::testing::HelperPath("file_cat"), tag_});
     ASSERT_EQ(build.exit_code, 0) << build.err;
-    ProgramRun load = RunProgram({"podman", "load", "--quiet", "--input", images_.path() + "/py.tar"});
-    ASSERT_EQ(load.exit_code, 0) << load.err;
-    // A docker archive's name gets docker.io/ in front; the profile's --pull never keeps podman
-    // from ever looking there, and the test's own name is a local one.
-    std::string loaded = "docker.io/test/py:" + tag_;
-    ASSERT_EQ(RunProgram({"podman", "tag", loaded, image()}).exit_code, 0);
-    loaded_ = true;
-    EXPECT_EQ(RunProgram({"podman", "untag", image(), loaded}).exit_code, 0);
   }
-  void TearDown() override {
-    if (loaded_) {
-      EXPECT_EQ(RunProgram({"podman", "rmi", image()}).exit_code, 0);
-    }
-  }
-  std::string image() const { return "localhost/smolvm-check/py:" + tag_; }
+  std::string archive() const { return images_.path() + "/py.tar"; }  // tagged test/py:TAG
+  const std::string& tag() const { return tag_; }
+  const std::string& scratch() const { return images_.path(); }
 
  private:
-  TempDir images_{"smolvm-check-podman"};
+  TempDir images_{"smolvm-check-peer-image"};
   std::string tag_ = fmt::format("peer-{}", getpid());
-  bool loaded_ = false;
 };
 
-TEST_F(PodmanPeer, runs_the_shell_cases_on_a_local_image_and_holds_the_limits_it_maps) {
-  auto run = RunCheck({"run", "--sandbox", "podman", "--var", "image=" + image(), "--filter", "*.sh", "--filter",
-                       "egress.*", "-j", "2", "--json"});
-  ExpectAPeerVerdictForEachCase(run);
-  // Unlike bwrap's, runsc do's and firejail's, podman's profile maps a pids limit, a size on the
-  // writable tmpfs and a timeout that kills the container: those cases hold.
+// Unlike bwrap's, runsc do's and firejail's, the profiles of podman and docker map a pids limit, a
+// size on the writable tmpfs and a timeout that ends the container: those cases hold.
+void ExpectTheMappedLimitsHold(const Invocation& run) {
   for (const auto& c : run.report["cases"]) {
     std::string id = c["id"];
     if (id == "pids.fork_bomb.sh" || id == "disk.fill_tmp.sh" || id == "cpu.while_true.sh" ||
@@ -200,13 +182,71 @@ TEST_F(PodmanPeer, runs_the_shell_cases_on_a_local_image_and_holds_the_limits_it
   }
 }
 
-TEST(Peer, syntax_only_profiles_validate_and_skip_every_case) {
-  for (const char* name : {"smolvm", "docker"}) {
-    auto run = RunCheck({"run", "--sandbox", name, "--filter", "functional.*", "--json"});
-    ASSERT_TRUE(run.report.is_object()) << name << ": " << run.err;
-    EXPECT_EQ(run.exit_code, 0) << name;
-    EXPECT_EQ(run.report["summary"]["skip"], run.report["summary"]["total"]) << name;
+// podman's image is loaded before the battery, under a local name, and removed afterwards.
+class PodmanPeer : public LocalImagePeer {
+ protected:
+  void SetUp() override {
+    if (!OnPath("podman")) {
+      GTEST_SKIP() << "podman is not installed: this distribution's archive lacks it";
+    }
+    ASSERT_NO_FATAL_FAILURE(BuildImage());
+    ProgramRun load = RunProgram({"podman", "load", "--quiet", "--input", archive()});
+    ASSERT_EQ(load.exit_code, 0) << load.err;
+    // A docker archive's name gets docker.io/ in front; the profile's --pull never keeps podman
+    // from ever looking there, and the test's own name is a local one.
+    std::string loaded = "docker.io/test/py:" + tag();
+    ASSERT_EQ(RunProgram({"podman", "tag", loaded, image()}).exit_code, 0);
+    loaded_ = true;
+    EXPECT_EQ(RunProgram({"podman", "untag", image(), loaded}).exit_code, 0);
   }
+  void TearDown() override {
+    if (loaded_) {
+      EXPECT_EQ(RunProgram({"podman", "rmi", image()}).exit_code, 0);
+    }
+  }
+  std::string image() const { return "localhost/smolvm-check/py:" + tag(); }
+
+ private:
+  bool loaded_ = false;
+};
+
+TEST_F(PodmanPeer, runs_the_shell_cases_on_a_local_image_and_holds_the_limits_it_maps) {
+  auto run = RunCheck({"run", "--sandbox", "podman", "--var", "image=" + image(), "--filter", "*.sh", "--filter",
+                       "egress.*", "-j", "2", "--json"});
+  ExpectAPeerVerdictForEachCase(run);
+  ExpectTheMappedLimitsHold(run);
+}
+
+// docker's profile starts a dockerd of its own in its setup, loads the archive into it, and
+// stops it and removes its directory in its teardown.
+class DockerPeer : public LocalImagePeer {
+ protected:
+  void SetUp() override {
+    if (!OnPath("dockerd")) {
+      GTEST_SKIP() << "dockerd is not installed: this distribution's archive lacks docker.io";
+    }
+    ASSERT_NO_FATAL_FAILURE(BuildImage());
+  }
+};
+
+TEST_F(DockerPeer, starts_its_own_daemon_runs_the_shell_cases_and_leaves_nothing) {
+  std::string docker_dir = scratch() + "/docker";
+  auto run = RunCheck({"run", "--sandbox", "docker", "--var", "image=smolvm-check/py:" + tag(), "--var",
+                       "image_archive=" + archive(), "--var", "docker_dir=" + docker_dir, "--filter", "*.sh",
+                       "--filter", "egress.*", "-j", "2", "--json"});
+  ExpectAPeerVerdictForEachCase(run);
+  ExpectTheMappedLimitsHold(run);
+  EXPECT_FALSE(std::filesystem::exists(docker_dir)) << "the teardown left the daemon's directory";
+  ProgramRun daemons = RunProgram({"pgrep", "-f", "dockerd --data-root " + docker_dir});
+  EXPECT_EQ(daemons.exit_code, 1) << "the teardown left the daemon running: " << daemons.out;
+}
+
+// smolvm's profile needs KVM; here it is validated only.
+TEST(Peer, a_syntax_only_profile_validates_and_skips_every_case) {
+  auto run = RunCheck({"run", "--sandbox", "smolvm", "--filter", "functional.*", "--json"});
+  ASSERT_TRUE(run.report.is_object()) << run.err;
+  EXPECT_EQ(run.exit_code, 0);
+  EXPECT_EQ(run.report["summary"]["skip"], run.report["summary"]["total"]);
 }
 
 // A catalog or profile of its own for one test, removed afterwards.

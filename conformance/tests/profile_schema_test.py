@@ -62,6 +62,9 @@ BAD = [
     ("syntax_only", broken(lambda p: p.update(syntax_only="yes"))),
     ("variables", broken(lambda p: p.update(variables={"workdir": "/x"}))),
     ("variables", broken(lambda p: p.update(variables={"image": 3}))),
+    ("variables", broken(lambda p: p.update(variables={"profile_dir": "/x"}))),
+    ("setup", broken(lambda p: p.update(setup="make up"))),
+    ("teardown", broken(lambda p: p.update(teardown=["rm", 1]))),
     ("env", broken(sandbox_paths_without_env)),
 ]
 
@@ -82,7 +85,7 @@ def main():
     failures = []
 
     shipped = sorted((source / "conformance/profiles").glob("*.json"))
-    if len(shipped) < 7:
+    if len(shipped) < 8:
         failures.append(f"only {len(shipped)} shipped profiles found")
     for path in shipped:
         for error in validator.iter_errors(json.loads(path.read_text())):

@@ -12,6 +12,7 @@
 #include "battery/report.h"
 #include "bench/bench.h"
 #include "launch/interrupt.h"
+#include "launch/profile_setup.h"
 #include "launch/smolbox_install.h"
 #include "program.h"
 #include "smolbox/host.h"
@@ -81,6 +82,12 @@ int RunBenchCommand(const BenchFlags& flags) {
       return fmt::print(stderr, "smolvm-check: --sandbox {}: validated for syntax only here; it cannot be timed\n", sandbox), 2;
     }
     profiles.push_back(std::move(*profile));
+  }
+  std::vector<ProfileSetup> setups;  // torn down when the bench returns
+  for (size_t i = 0; i < profiles.size(); ++i) {
+    auto setup = ProfileSetup::Start(profiles[i]);
+    if (!setup) return fmt::print(stderr, "smolvm-check: sandbox {}: {}\n", plan.sandboxes[i], setup.error().ToString()), 2;
+    setups.push_back(std::move(*setup));
   }
   auto work_root = MakeWorkRoot();
   if (!work_root) return fmt::print(stderr, "smolvm-check: {}\n", work_root.error().ToString()), 2;

@@ -16,6 +16,7 @@
 #include "battery/runner.h"
 #include "launch/launcher.h"
 #include "launch/profile.h"
+#include "launch/profile_setup.h"
 
 namespace smolvm_check {
 namespace {
@@ -79,6 +80,8 @@ int Run(const RunFlags& flags) {
     fmt::print(stderr, "smolvm-check: --filter/--category: no case matches\n");
     return kExitUsage;
   }
+  auto setup = ProfileSetup::Start(*profile);  // torn down when Run returns
+  if (!setup) return fmt::print(stderr, "smolvm-check: sandbox {}: {}\n", flags.sandbox, setup.error().ToString()), kExitUsage;
   auto work_root = MakeWorkRoot();
   if (!work_root) return fmt::print(stderr, "smolvm-check: {}\n", work_root.error().ToString()), kExitUsage;
   BatteryReport report{flags.sandbox, SandboxVersion(*profile), DescribeHost(), NowIso8601(), {},

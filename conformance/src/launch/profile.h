@@ -21,6 +21,11 @@
 //    "interpreters": {"js": ["/usr/local/bin/node"]},   default /usr/bin/python3 -u,
 //                                             /usr/bin/node, /bin/sh
 //    "variables": {"image": "node:20-bookworm"}         more {name}s; the loader may override
+//    "setup": ["{profile_dir}/docker-peer", "start", "{docker_dir}"]   run once before the
+//    "teardown": ["{profile_dir}/docker-peer", "stop", "{docker_dir}"] cases and once after
+//                                             them (after a failed setup too), with the
+//                                             variables and {profile_dir}, the directory of
+//                                             the profile's file
 //    "user": {"sandbox": ["--uid", "65534"], "root": ["--uid", "0"]}   inserted at {user...}
 //                                             for the case's "user"; a case whose user has no
 //                                             entry is skipped (sandbox needs none)
@@ -70,6 +75,8 @@ struct Profile {
   std::string description;
   std::string binary;
   std::vector<std::string> version_command;
+  std::vector<std::string> setup;     // run before the first case (profile_setup.h)
+  std::vector<std::string> teardown;  // run after the last
   std::vector<std::string> command;
   std::vector<std::string> mount_ro;
   std::vector<std::string> mount_rw;

@@ -7,6 +7,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <optional>
 
 #include "battery/json_check.h"
@@ -150,7 +151,7 @@ Expected<void> ParseWords(const json& v, Profile& p) {
     std::vector<std::string>* out;
   };
   for (Words w : {Words{"command", &p.command}, Words{"version_command", &p.version_command},
-                  Words{"env", &p.env}, Words{"stdin", &p.stdin_args},
+                  Words{"setup", &p.setup}, Words{"teardown", &p.teardown}, Words{"env", &p.env}, Words{"stdin", &p.stdin_args},
                   Words{"unsupported", &p.unsupported}}) {
     if (!v.contains(w.key)) continue;
     SMOLBOX_ASSIGN_OR_RETURN(auto words, GetStringArray(v[w.key], w.key));
@@ -163,7 +164,7 @@ Expected<void> ParseVariables(const json& v, Profile& p) {
   SMOLBOX_ASSIGN_OR_RETURN(auto vars, GetStringMap(v, "variables"));
   for (const auto& [name, value] : vars) {
     bool reserved = Contains(ScalarNames(Profile{}), name) || Contains(kMultiWordPlaceholders, name) ||
-                    Contains({"source", "target", "key", "value"}, name);
+                    Contains({"source", "target", "key", "value", kProfileDirVariable}, name);
     if (reserved || FindPlaceholders("{" + name + "}").size() != 1) {
       return Fail("variables", fmt::format("{:?} cannot be a variable name", name));
     }
@@ -249,8 +250,9 @@ Expected<void> CheckTemplates(const Profile& p) {
   }
   std::vector<std::string> variables;
   for (const auto& [name, unused] : p.variables) variables.push_back(name);
-  if (auto ok = CheckTemplate(p.version_command, "version_command", variables, false); !ok) {
-    return ok;
+  for (auto [path, words] : {std::pair{"version_command", &p.version_command}, std::pair{"setup", &p.setup},
+                             std::pair{"teardown", &p.teardown}}) {
+    SMOLBOX_TRY(CheckTemplate(*words, path, variables, false));
   }
   return CheckTemplate({p.binary}, "binary", variables, false);
 }
@@ -343,7 +345,8 @@ void FillInterpreters(Profile& p) {
   for (const auto& [lang, words] : kDefaults) p.interpreters.try_emplace(lang, words);
 }
 
-// binary and version_command name no case, so their variables are settled once, here.
+// binary, version_command, setup and teardown name no case, so their variables are settled
+// once, here.
 Expected<void> ResolveVariables(Profile& p) {
   auto lookup = [&](const std::string& name) -> std::optional<std::string> {
     auto it = p.variables.find(name);
@@ -353,10 +356,13 @@ Expected<void> ResolveVariables(Profile& p) {
   auto binary = Substitute(p.binary, lookup);
   if (!binary) return std::unexpected(Within("binary", binary.error()));
   p.binary = *binary;
-  for (size_t i = 0; i < p.version_command.size(); ++i) {
-    auto word = Substitute(p.version_command[i], lookup);
-    if (!word) return std::unexpected(Within(IndexPath("version_command", i), word.error()));
-    p.version_command[i] = *word;
+  for (auto [path, words] : {std::pair{"version_command", &p.version_command}, std::pair{"setup", &p.setup},
+                             std::pair{"teardown", &p.teardown}}) {
+    for (size_t i = 0; i < words->size(); ++i) {
+      auto word = Substitute((*words)[i], lookup);
+      if (!word) return std::unexpected(Within(IndexPath(path, i), word.error()));
+      (*words)[i] = *word;
+    }
   }
   return {};
 }
@@ -381,12 +387,13 @@ Expected<void> SettleVariant(Profile& p, const std::vector<std::string>& words) 
 }
 
 // The fields as written, with the variables and the variant settled; no check across fields yet.
-Expected<void> ReadProfile(const json& doc, const ProfileSettings& settings, Profile& p) {
+Expected<void> ReadProfile(const json& doc, const std::string& origin, const ProfileSettings& settings,
+                           Profile& p) {
   if (auto ok = CheckKeys(doc, "",
                           {"name", "description", "binary", "install", "version_command", "command",
                            "mount", "env", "stdin", "limits", "limit_args", "unsupported", "paths",
                            "result", "syntax_only", "interpreters", "variables", "startup_allowance_ms",
-                           "user", "egress"});
+                           "user", "egress", "setup", "teardown"});
       !ok) {
     return ok;
   }
@@ -398,6 +405,9 @@ Expected<void> ReadProfile(const json& doc, const ProfileSettings& settings, Pro
   if (name->empty()) return Fail("name", "must not be empty");
   p.name = *name;
   SMOLBOX_TRY(ParseFields(doc, p));
+  // Where a setup's script next to the profile is found.
+  std::error_code ec;
+  p.variables[kProfileDirVariable] = std::filesystem::absolute(origin, ec).parent_path().string();
   for (const auto& [key, value] : settings.variables) p.variables[key] = value;
   for (const auto& [key, value] : settings.overrides) {
     if (!p.variables.contains(key)) {
@@ -429,7 +439,7 @@ Expected<Profile> ParseProfileWith(
   if (!doc) return std::unexpected(Within("profile " + origin, doc.error()));
   Profile profile;
   const std::string label = "profile " + ProfileLabel(*doc, origin);
-  if (auto ok = ReadProfile(*doc, settings, profile); !ok) {
+  if (auto ok = ReadProfile(*doc, origin, settings, profile); !ok) {
     return std::unexpected(Within(label, ok.error()));
   }
   if (between_steps) {

@@ -19,6 +19,9 @@ namespace smolvm_check {
 inline const std::vector<std::string> kMultiWordPlaceholders = {
     "argv...", "mounts...", "env...", "limits...", "stdin...", "user...", "egress...", "variant..."};
 
+// The variable every profile has: the directory of its file, for a setup script kept beside it.
+inline constexpr const char* kProfileDirVariable = "profile_dir";
+
 // A profile is a page of command templates; today's largest is 2 KB.
 inline constexpr size_t kMaxProfileBytes = 1 << 20;
 
