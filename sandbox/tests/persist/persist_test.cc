@@ -223,6 +223,33 @@ TEST(Persistent, listing_a_sandbox_never_makes_an_exec_that_starts_meanwhile_bus
   EXPECT_GT(listings, 100) << "the listings must overlap the execs";
 }
 
+// Ten creates of one name at once: exactly one wins, the other nine get the clash's error, and
+// the winner is whole and serves an exec.
+TEST(Persistent, ten_concurrent_creates_of_one_name_make_exactly_one_sandbox) {
+  std::string name = NewName();
+  std::vector<Invocation> creates(10);
+  std::vector<std::thread> threads;
+  for (Invocation& create : creates) {
+    threads.emplace_back([&create, &name] { create = RunSmolbox({"create", "--backend", "ns", name}); });
+  }
+  for (std::thread& thread : threads) thread.join();
+  int won = 0;
+  for (const Invocation& create : creates) {
+    if (create.exit_code == 0) {
+      ++won;
+      continue;
+    }
+    EXPECT_EQ(create.exit_code, 125) << create.err;
+    EXPECT_NE(create.err.find("a sandbox named \"" + name + "\" already exists"), std::string::npos) << create.err;
+  }
+  EXPECT_EQ(won, 1);
+  EXPECT_EQ(Listed(name).value("status", ""), "running");
+  auto exec = Exec(name, {}, {"/bin/sh", "-c", "echo one"});
+  EXPECT_EQ(exec.result.value("stdout", ""), "one\n") << exec.out << exec.err;
+  EXPECT_EQ(RunSmolbox({"rm", name}).exit_code, 0);
+  EXPECT_TRUE(Listed(name).is_null());
+}
+
 TEST(Persistent, name_clash_unknown_name_bad_name_and_a_command_to_create_are_clear_errors) {
   Sandbox box({"--backend", "ns"});
   ASSERT_EQ(box.created().exit_code, 0) << box.created().err;
