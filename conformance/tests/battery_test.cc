@@ -236,6 +236,8 @@ TEST_F(DockerPeer, starts_its_own_daemon_runs_the_shell_cases_and_leaves_nothing
                        "--filter", "egress.*", "-j", "2", "--json"});
   ExpectAPeerVerdictForEachCase(run);
   ExpectTheMappedLimitsHold(run);
+  // The version is the daemon's (dockerd, in sbin), read while the daemon runs.
+  EXPECT_TRUE(run.report.value("sandbox_version", "").starts_with("Docker version ")) << run.report["sandbox_version"];
   EXPECT_FALSE(std::filesystem::exists(docker_dir)) << "the teardown left the daemon's directory";
   ProgramRun daemons = RunProgram({"pgrep", "-f", "dockerd --data-root " + docker_dir});
   EXPECT_EQ(daemons.exit_code, 1) << "the teardown left the daemon running: " << daemons.out;

@@ -53,7 +53,8 @@ std::string SandboxVersion(const Profile& profile) {
   if (profile.version_command.empty() || profile.syntax_only) return "";
   Launch launch;
   launch.argv = profile.version_command;
-  launch.env = {"PATH=/usr/local/bin:/usr/bin:/bin"};
+  // sbin too: docker's version is its daemon's, /usr/sbin/dockerd.
+  launch.env = {"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"};
   launch.cwd = "/";
   launch.kill_after_ms = 10000;
   launch.capture_bytes = 4096;

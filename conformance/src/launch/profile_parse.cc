@@ -151,8 +151,8 @@ Expected<void> ParseWords(const json& v, Profile& p) {
     std::vector<std::string>* out;
   };
   for (Words w : {Words{"command", &p.command}, Words{"version_command", &p.version_command},
-                  Words{"setup", &p.setup}, Words{"teardown", &p.teardown}, Words{"env", &p.env}, Words{"stdin", &p.stdin_args},
-                  Words{"unsupported", &p.unsupported}}) {
+                  Words{"setup", &p.setup}, Words{"teardown", &p.teardown}, Words{"env", &p.env},
+                  Words{"stdin", &p.stdin_args}, Words{"unsupported", &p.unsupported}}) {
     if (!v.contains(w.key)) continue;
     SMOLBOX_ASSIGN_OR_RETURN(auto words, GetStringArray(v[w.key], w.key));
     *w.out = std::move(words);

@@ -13,7 +13,8 @@ namespace {
 constexpr size_t kShownOutputBytes = 2000;
 
 std::string Tail(const std::string& text) {
-  std::string tail = text.size() > kShownOutputBytes ? text.substr(text.size() - kShownOutputBytes) : text;
+  std::string tail =
+      text.size() > kShownOutputBytes ? text.substr(text.size() - kShownOutputBytes) : text;
   while (!tail.empty() && tail.back() == '\n') tail.pop_back();
   return tail;
 }
@@ -22,10 +23,14 @@ std::string Tail(const std::string& text) {
 // starts must not keep them: the step sends the daemon's output to a file of its own.
 Expected<void> RunStep(const char* field, const std::vector<std::string>& argv) {
   auto ran = RunCaptured(argv);
-  if (!ran) return std::unexpected(Error::Field(field, fmt::format("{:?} could not start: {}", argv[0], ran.error().ToString())));
-  if (ran->exit_code != 0) {
+  if (!ran) {
     return std::unexpected(Error::Field(
-        field, fmt::format("{:?} exited {}: {}", argv[0], ran->exit_code, Tail(ran->err.empty() ? ran->out : ran->err))));
+        field, fmt::format("{:?} could not start: {}", argv[0], ran.error().ToString())));
+  }
+  if (ran->exit_code != 0) {
+    return std::unexpected(
+        Error::Field(field, fmt::format("{:?} exited {}: {}", argv[0], ran->exit_code,
+                                        Tail(ran->err.empty() ? ran->out : ran->err))));
   }
   return {};
 }
