@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 #include <sys/statvfs.h>
 
+#include "fork_bomb.h"
 #include "smolbox_runner.h"
 #include "test_support.h"
 
@@ -85,21 +86,6 @@ TEST(Memory, large_but_allowed_memory_still_works) {
   EXPECT_EQ(run.result["status"], "exited") << run.out << run.err;
   EXPECT_EQ(run.result["stdout"], "104857600\n");
 }
-
-// The payload stops itself at 300 children, so it is harmless even with no limit at all.
-constexpr const char* kPythonForkBomb = R"(
-import os, time
-made = 0
-for i in range(300):
-    try:
-        if os.fork() == 0:
-            time.sleep(5)
-            os._exit(0)
-        made += 1
-    except OSError:
-        break
-print('forked', made, flush=True)
-)";
 
 TEST(Pids, a_python_fork_bomb_under_32_pids_is_contained_and_the_host_count_recovers) {
   std::string marker = RandomToken();
