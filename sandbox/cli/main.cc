@@ -6,6 +6,7 @@
 //
 // Flags become a RunSpec, which is validated and run on a backend; the RunResult
 // is passed through (or printed as JSON) and becomes the exit code.
+#include <fcntl.h>
 #include <fmt/format.h>
 
 #include <CLI/CLI.hpp>
@@ -26,6 +27,7 @@
 #include "mutant.h"
 #include "sandbox_state.h"
 #include "image_command.h"
+#include "serve_command.h"
 #include "smolbox/backend.h"
 #include "smolbox/image_spec.h"
 #include "smolbox/result.h"
@@ -72,6 +74,7 @@ struct SandboxFlags {
   bool json = false;
   bool interactive = false;
   bool force = false;
+  int lifeline_fd = -1;  // create, from smolbox serve
 };
 
 std::unexpected<Error> Fail(std::string field, std::string reason) {
@@ -245,6 +248,8 @@ void AddCreateCommand(CLI::App& app, RunFlags& f, SandboxFlags& s) {
   create->add_flag("--json", s.json, "print the setup's result as JSON");
   // Taken only to refuse it clearly: a sandbox's commands come with each exec.
   create->add_option("command", f.command)->group("");
+  // smolbox serve's: the sandbox lives only as long as the other end of this descriptor.
+  create->add_option("--lifeline-fd", s.lifeline_fd)->group("");
   create->footer(
       "The sandbox lives until smolbox rm, beyond this command: its agent (ns) or VM (vm) keeps\n"
       "running, held by a keeper process. --timeout, -e and -w are defaults for each exec;\n"
@@ -559,7 +564,11 @@ int Create(const RunFlags& flags, const SandboxFlags& s) {
   defaults.argv.clear();
   if (auto ok = smolbox::ValidateExecDefaults(defaults); !ok) return RefuseInput(ok.error(), s.json);
   if (auto ok = smolbox::ValidateSandboxSpec(spec->sandbox); !ok) return RefuseInput(ok.error(), s.json);
-  smolbox::RunResult result = smolbox::persist::CreateSandbox(s.name, spec->sandbox, defaults);
+  // Close-on-exec: the keeper, forked, keeps it; the agent and QEMU it starts must not.
+  if (s.lifeline_fd >= 0 && (s.lifeline_fd <= 2 || fcntl(s.lifeline_fd, F_SETFD, FD_CLOEXEC) != 0)) {
+    return RefuseInput(Error::Field("--lifeline-fd", "is not an open descriptor above 2"), s.json);
+  }
+  smolbox::RunResult result = smolbox::persist::CreateSandbox(s.name, spec->sandbox, defaults, s.lifeline_fd);
   bool created = result.status == smolbox::Status::kExited;
   if (s.json) {
     nlohmann::json j = smolbox::SetupToJson(result);
@@ -647,6 +656,13 @@ int Remove(const SandboxFlags& s) {
   return status;
 }
 
+// The binary the server's children run: this one, as the kernel knows it.
+std::string SelfPath() {
+  std::error_code ec;
+  auto path = std::filesystem::read_symlink("/proc/self/exe", ec);
+  return ec ? std::string("/proc/self/exe") : path.string();
+}
+
 // CLI11's own usage errors exit 125 like ours, in one line; --help and --version exit 0.
 int ReportParseError(const CLI::App& app, const CLI::ParseError& e) {
   if (e.get_exit_code() == static_cast<int>(CLI::ExitCodes::Success)) return app.exit(e);
@@ -685,6 +701,8 @@ int main(int argc, char** argv) {
   AddRmCommand(app, sandbox);
   smolbox::cli::ImageFlags image_flags;
   CLI::App* image = smolbox::cli::AddImageCommand(app, image_flags);
+  smolbox::cli::ServeFlags serve_flags;
+  CLI::App* serve = smolbox::cli::AddServeCommand(app, serve_flags);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -706,6 +724,7 @@ int main(int argc, char** argv) {
     if (app.got_subcommand("ls")) return List(sandbox);
     if (app.got_subcommand("rm")) return Remove(sandbox);
     if (app.got_subcommand(image)) return smolbox::cli::RunImageCommand(*image, image_flags);
+    if (app.got_subcommand(serve)) return smolbox::cli::RunServeCommand(serve_flags, SelfPath());
     return Run(flags);
   } catch (const std::exception& e) {
     fmt::print(stderr, "smolbox: internal error: {}\n", e.what());

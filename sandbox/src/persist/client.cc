@@ -63,11 +63,28 @@ bool AskToStop(int dir_fd) {
   return reply && *reply && (*reply)->Type() == "stopped";
 }
 
+// Waits until the keeper's answer is there to read. A cancel shuts our sending side: the keeper
+// reads that as the client gone and ends the workload, then still answers.
+void AwaitAnswer(int conn_fd, int cancel_fd) {
+  for (;;) {
+    pollfd fds[2] = {{conn_fd, POLLIN, 0}, {cancel_fd, POLLIN, 0}};
+    if (poll(fds, 2, -1) < 0) {
+      if (errno == EINTR) continue;
+      return;
+    }
+    if (fds[0].revents != 0) return;
+    if (fds[1].revents != 0) {
+      shutdown(conn_fd, SHUT_WR);
+      cancel_fd = -1;
+    }
+  }
+}
+
 }  // namespace
 
 Expected<UniqueFd> OpenStdinFile(const std::string& path) { return shared::OpenStdinFile(path); }
 
-RunResult ExecInSandbox(const std::string& name, const ExecOrder& order, const ExecIo& io) {
+RunResult ExecInSandbox(const std::string& name, const ExecOrder& order, const ExecIo& io, int cancel_fd) {
   auto dir = OpenSandboxDir(name);
   if (!dir) return Refused(dir.error().ToString());
   auto lock = TryLock(dir->get());
@@ -88,6 +105,7 @@ RunResult ExecInSandbox(const std::string& name, const ExecOrder& order, const E
   if (auto sent = shared::SendWithFds(conn->get(), EncodeExecOrder(order), fds); !sent) {
     return Refused(Dead(name, sent.error().ToString()));
   }
+  if (cancel_fd >= 0) AwaitAnswer(conn->get(), cancel_fd);
   auto result = ReceiveResult(conn->get());
   if (!result) {
     RunResult broken;

@@ -73,15 +73,18 @@ bool PeerIsOurUser(int fd) {
 
 class Keeper {
  public:
-  Keeper(int dir_fd, ExecSpec defaults, std::unique_ptr<Session> session, UniqueFd listener, UniqueFd signals)
+  Keeper(int dir_fd, ExecSpec defaults, std::unique_ptr<Session> session, UniqueFd listener, UniqueFd signals,
+         int lifeline_fd)
       : dir_fd_(dir_fd), defaults_(std::move(defaults)), session_(std::move(session)), listener_(std::move(listener)),
-        signals_(std::move(signals)) {}
+        signals_(std::move(signals)), lifeline_fd_(lifeline_fd) {}
 
-  // Serves until stopped, or until the sandbox dies.
+  // Serves until stopped, or until the sandbox dies, or its lifeline's holder does.
   void Serve() {
     for (;;) {
-      pollfd fds[3] = {{listener_.get(), POLLIN, 0}, {session_->death_fd(), POLLIN, 0}, {signals_.get(), POLLIN, 0}};
-      if (poll(fds, 3, -1) < 0) {
+      // poll ignores a negative fd: without a lifeline, the fourth entry never fires.
+      pollfd fds[4] = {{listener_.get(), POLLIN, 0}, {session_->death_fd(), POLLIN, 0}, {signals_.get(), POLLIN, 0},
+                       {lifeline_fd_, POLLIN, 0}};
+      if (poll(fds, 4, -1) < 0) {
         if (errno == EINTR) continue;
         return Die(fmt::format("its keeper failed to poll: {}", strerror(errno)));
       }
@@ -91,6 +94,7 @@ class Keeper {
         (void)!read(signals_.get(), &info, sizeof info);
         return Die(fmt::format("its keeper was stopped by signal {} ({})", info.ssi_signo, strsignal(static_cast<int>(info.ssi_signo))));
       }
+      if (fds[3].revents != 0) return Die("the server that created it went away");
       if (fds[0].revents != 0 && !Accept()) return;
     }
   }
@@ -161,6 +165,7 @@ class Keeper {
   std::unique_ptr<Session> session_;
   UniqueFd listener_;
   UniqueFd signals_;
+  int lifeline_fd_;  // -1 when none
 };
 
 void ReportToCreator(int report_fd, const std::string& type, const RunResult& result) {
@@ -170,7 +175,7 @@ void ReportToCreator(int report_fd, const std::string& type, const RunResult& re
 }
 
 // The keeper's life, in the forked child. Reports "created" or "failed" on report_fd.
-int KeeperMain(int dir_fd, const SandboxSpec& spec, const ExecSpec& defaults, UniqueFd report) {
+int KeeperMain(int dir_fd, const SandboxSpec& spec, const ExecSpec& defaults, UniqueFd report, int lifeline_fd) {
   signal(SIGPIPE, SIG_IGN);
   RunResult setup;
   auto backend = MakeBackend(spec.backend);
@@ -205,7 +210,7 @@ int KeeperMain(int dir_fd, const SandboxSpec& spec, const ExecSpec& defaults, Un
   setup.exit_code = 0;
   ReportToCreator(report.get(), "created", setup);
   report.Reset();
-  Keeper(dir_fd, defaults, std::move(session), std::move(*listener), std::move(*signals)).Serve();
+  Keeper(dir_fd, defaults, std::move(session), std::move(*listener), std::move(*signals), lifeline_fd).Serve();
   return 0;
 }
 
@@ -246,7 +251,7 @@ Expected<NewSandboxDir> MakeSandboxDir(const std::string& name) {
 // Forks the keeper and waits for its report. On failure nothing is left: the keeper is
 // collected, and whatever it made is removed with the directory.
 Expected<RunResult> StartKeeper(const std::string& name, NewSandboxDir& sandbox, const SandboxSpec& spec,
-                                const ExecSpec& defaults) {
+                                const ExecSpec& defaults, int lifeline_fd) {
   int pipe_fds[2];
   if (pipe2(pipe_fds, O_CLOEXEC) != 0) {
     (void)RemoveSandboxDir(name);
@@ -265,7 +270,7 @@ Expected<RunResult> StartKeeper(const std::string& name, NewSandboxDir& sandbox,
     // The creator holds the lock until the sandbox is ready; this copy must not keep it after.
     sandbox.lock.Reset();
     Detach();
-    _exit(KeeperMain(sandbox.dir.get(), spec, defaults, std::move(report_write)));
+    _exit(KeeperMain(sandbox.dir.get(), spec, defaults, std::move(report_write), lifeline_fd));
   }
   report_write.Reset();
   auto message = channel::ReadMessage(report_read.get());
@@ -287,9 +292,11 @@ Expected<RunResult> StartKeeper(const std::string& name, NewSandboxDir& sandbox,
 
 }  // namespace
 
-RunResult CreateSandbox(const std::string& name, const SandboxSpec& spec, const ExecSpec& exec_defaults) {
+RunResult CreateSandbox(const std::string& name, const SandboxSpec& spec, const ExecSpec& exec_defaults,
+                        int lifeline_fd) {
   auto sandbox = MakeSandboxDir(name);
-  auto result = sandbox ? StartKeeper(name, *sandbox, spec, exec_defaults) : std::unexpected(sandbox.error());
+  auto result =
+      sandbox ? StartKeeper(name, *sandbox, spec, exec_defaults, lifeline_fd) : std::unexpected(sandbox.error());
   return result ? *result : SetupFailure({}, result.error());
 }
 

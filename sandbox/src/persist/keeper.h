@@ -23,6 +23,11 @@ namespace smolbox::persist {
 // is the setup's (backend, isolation, timings, warnings), with status kExited on success and
 // kSetupError, and nothing left behind, on failure. Each exec starts from exec_defaults (env,
 // workdir, limits; its argv is the exec's own), which the exec's order adds to and overrides.
-RunResult CreateSandbox(const std::string& name, const SandboxSpec& spec, const ExecSpec& exec_defaults);
+//
+// lifeline_fd, unless -1, ties the sandbox to whoever holds the other end (`smolbox serve`):
+// once it is readable or hung up, the keeper tears the sandbox down as on SIGTERM. The keeper
+// keeps its own copy; the caller's stays the caller's.
+RunResult CreateSandbox(const std::string& name, const SandboxSpec& spec, const ExecSpec& exec_defaults,
+                        int lifeline_fd = -1);
 
 }  // namespace smolbox::persist

@@ -1,0 +1,66 @@
+#include "serve_command.h"
+
+#include <fmt/format.h>
+
+#include "api_server.h"
+#include "smolbox/units.h"
+
+namespace smolbox::cli {
+namespace {
+
+constexpr int kExitUsage = 125;
+
+int Refuse(const Error& error) {
+  fmt::print(stderr, "smolbox: {}\n", error.ToString());
+  return kExitUsage;
+}
+
+}  // namespace
+
+CLI::App* AddServeCommand(CLI::App& app, ServeFlags& f) {
+  CLI::App* serve = app.add_subcommand("serve", "serve the HTTP API: runs, persistent sandboxes and execs");
+  serve->add_option("--listen", f.listen,
+                    "unix:PATH or tcp:HOST:PORT; repeatable (default unix:<state dir>/api.sock, mode 0600)")
+      ->type_name("ADDRESS")
+      ->allow_extra_args(false);
+  serve->add_option("--token-file", f.token_file, "the bearer token clients send; required by tcp listeners")
+      ->type_name("FILE");
+  serve->add_option("--tls-cert", f.tls_cert, "PEM certificate; required by tcp listeners off loopback")
+      ->type_name("FILE");
+  serve->add_option("--tls-key", f.tls_key, "PEM private key of --tls-cert")->type_name("FILE");
+  serve->add_option("--max-sandboxes", f.max_sandboxes, "sandboxes held at once (default 32)")->type_name("N");
+  serve->add_option("--max-body", f.max_body, "the largest request body (default 64M)")->type_name("SIZE");
+  serve->add_option("--max-concurrent-execs", f.max_concurrent_execs, "runs and execs at once (default 16)")
+      ->type_name("N");
+  serve->add_option("--drain-timeout", f.drain_timeout,
+                    "on SIGTERM, how long in-flight requests may finish before they are cancelled (default 30s)")
+      ->type_name("DUR");
+  serve->footer(
+      "Sandboxes made through the API live as long as the server: when it stops, or dies, they are\n"
+      "torn down. Clients name no host paths: volumes, stdin files and rootfs directories are refused.");
+  return serve;
+}
+
+int RunServeCommand(const ServeFlags& f, const std::string& exe) {
+  api::ServeOptions options;
+  for (const std::string& text : f.listen) {
+    auto address = api::ParseListenAddress(text);
+    if (!address) return Refuse(address.error());
+    options.listen.push_back(*address);
+  }
+  options.token_file = f.token_file;
+  options.tls_cert = f.tls_cert;
+  options.tls_key = f.tls_key;
+  options.max_sandboxes = f.max_sandboxes;
+  options.max_concurrent_execs = f.max_concurrent_execs;
+  auto body = ParseBytes(f.max_body);
+  if (!body) return Refuse(Error::Field("--max-body", body.error().what));
+  options.max_body = static_cast<size_t>(*body);
+  auto drain = ParseDuration(f.drain_timeout);
+  if (!drain) return Refuse(Error::Field("--drain-timeout", drain.error().what));
+  options.drain_timeout_ms = *drain;
+  options.smolbox_exe = exe;
+  return api::Serve(options);
+}
+
+}  // namespace smolbox::cli

@@ -1,0 +1,86 @@
+#include "metrics.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <vector>
+
+namespace smolbox::api {
+namespace {
+
+// The limit a status stands for, if it is one.
+const char* LimitOfStatus(Status status) {
+  switch (status) {
+    case Status::kTimeout:
+      return "timeout";
+    case Status::kCpuLimit:
+      return "cpu";
+    case Status::kMemoryLimit:
+      return "memory";
+    case Status::kOutputLimit:
+      return "output";
+    default:
+      return nullptr;
+  }
+}
+
+double Quantile(std::vector<double> samples, double q) {
+  std::sort(samples.begin(), samples.end());
+  size_t at = static_cast<size_t>(q * static_cast<double>(samples.size() - 1) + 0.5);
+  return samples[std::min(at, samples.size() - 1)];
+}
+
+}  // namespace
+
+void Metrics::CountRequest(const std::string& endpoint, int code, double ms) {
+  std::lock_guard lock(mutex_);
+  ++requests_[{endpoint, code}];
+  auto& window = latencies_ms_[endpoint];
+  window.push_back(ms);
+  if (window.size() > kLatencyWindow) window.pop_front();
+}
+
+void Metrics::CountResult(const std::string& kind, const RunResult& result) {
+  std::lock_guard lock(mutex_);
+  ++results_[{kind, ToString(result.status)}];
+  if (const char* limit = LimitOfStatus(result.status)) ++limits_hit_[limit];
+  for (const std::string& limit : result.limits_hit) ++limits_hit_[limit];
+}
+
+std::string Metrics::Render(const std::map<std::string, int>& sandboxes, int running_execs) const {
+  std::lock_guard lock(mutex_);
+  std::string text;
+  auto out = [&text](std::string_view line) { text.append(line).append("\n"); };
+  out("# HELP smolbox_api_requests_total API requests served, by endpoint and HTTP status.");
+  out("# TYPE smolbox_api_requests_total counter");
+  for (const auto& [key, n] : requests_) {
+    out(fmt::format("smolbox_api_requests_total{{endpoint=\"{}\",code=\"{}\"}} {}", key.first, key.second, n));
+  }
+  out("# HELP smolbox_results_total Runs and execs ended, by status.");
+  out("# TYPE smolbox_results_total counter");
+  for (const auto& [key, n] : results_) {
+    out(fmt::format("smolbox_results_total{{kind=\"{}\",status=\"{}\"}} {}", key.first, key.second, n));
+  }
+  out("# HELP smolbox_limit_hits_total Limits that ended or cut a workload.");
+  out("# TYPE smolbox_limit_hits_total counter");
+  for (const auto& [limit, n] : limits_hit_) out(fmt::format("smolbox_limit_hits_total{{limit=\"{}\"}} {}", limit, n));
+  out("# HELP smolbox_sandboxes Sandboxes this server holds, by state.");
+  out("# TYPE smolbox_sandboxes gauge");
+  for (const auto& [state, n] : sandboxes) out(fmt::format("smolbox_sandboxes{{state=\"{}\"}} {}", state, n));
+  out("# HELP smolbox_execs_running Runs and execs in progress.");
+  out("# TYPE smolbox_execs_running gauge");
+  out(fmt::format("smolbox_execs_running {}", running_execs));
+  out("# HELP smolbox_request_duration_ms Request latency over the last 1024 requests of each endpoint.");
+  out("# TYPE smolbox_request_duration_ms summary");
+  for (const auto& [endpoint, window] : latencies_ms_) {
+    if (window.empty()) continue;
+    std::vector<double> samples(window.begin(), window.end());
+    for (double q : {0.5, 0.99}) {
+      out(fmt::format("smolbox_request_duration_ms{{endpoint=\"{}\",quantile=\"{}\"}} {:.3f}", endpoint, q,
+                      Quantile(samples, q)));
+    }
+  }
+  return text;
+}
+
+}  // namespace smolbox::api
