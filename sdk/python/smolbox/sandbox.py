@@ -1,0 +1,127 @@
+"""One-shot runs and persistent sandboxes."""
+
+from urllib.parse import quote
+
+from .client import Client
+from .errors import SmolboxError, error_for
+from .result import OutputEvent, Result
+
+_LIMITS = ("memory_mib", "cpus", "pids", "storage_mib", "timeout_ms", "cpu_ms", "output_bytes", "files")
+
+
+def _spec(argv=None, *, stdin=None, env=None, workdir=None, timeout=None, cpu_time=None, backend=None,
+          image=None, user=None, network=None, egress=None, **limits):
+    """A RunSpec from keyword arguments. Times are in seconds; sizes as the spec's own fields."""
+    spec = {}
+    if argv is not None:
+        spec["argv"] = list(argv)
+    for key, value in (("stdin", stdin), ("env", env), ("workdir", workdir), ("backend", backend),
+                       ("image", image), ("user", user), ("network", network), ("egress", egress)):
+        if value is not None:
+            spec[key] = value
+    spec_limits = {}
+    if timeout is not None:
+        spec_limits["timeout_ms"] = int(timeout * 1000)
+    if cpu_time is not None:
+        spec_limits["cpu_ms"] = int(cpu_time * 1000)
+    for key, value in limits.items():
+        if key not in _LIMITS:
+            raise TypeError(f"unknown argument {key!r}")
+        if value is not None:
+            spec_limits[key] = value
+    if spec_limits:
+        spec["limits"] = spec_limits
+    return spec
+
+
+def _checked(result, check):
+    error = error_for(result) if check else None
+    if error:
+        raise error
+    return result
+
+
+def run(argv, *, client=None, check=True, **options):
+    """Runs argv in a fresh sandbox that is gone when this returns.
+
+    options: stdin (str), env (dict), workdir, timeout and cpu_time (seconds), memory_mib, cpus,
+    pids, storage_mib, output_bytes, files, backend ("ns", "vm"), image, user, network, egress.
+    With check (the default), a limit hit raises its LimitExceeded (TimeoutExceeded, ...) and a
+    setup failure SetupError; a non-zero exit is the code's own and is returned.
+    """
+    client = client or Client()
+    return _checked(Result.from_json(client.request("POST", "/v1/run", _spec(argv, **options))), check)
+
+
+class Sandbox:
+    """A sandbox that serves many execs, until removed. As a context manager it is removed on
+    exit, whatever happened inside."""
+
+    def __init__(self, client, sandbox_id, info):
+        self.client = client
+        self.id = sandbox_id
+        self.info = info
+
+    @classmethod
+    def create(cls, *, client=None, **options):
+        """Starts a sandbox. options as run's, without argv and stdin: env, workdir and the
+        exec limits (timeout, ...) become each exec's defaults."""
+        client = client or Client()
+        if "stdin" in options:
+            raise TypeError("stdin is an exec's, not a sandbox's")
+        info = client.request("POST", "/v1/sandboxes", _spec(**options))
+        return cls(client, info["id"], info)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.remove()
+
+    def _path(self, suffix=""):
+        return f"/v1/sandboxes/{quote(self.id, safe='')}{suffix}"
+
+    def exec_iter(self, argv, *, stdin=None, env=None, workdir=None, timeout=None):
+        """Yields OutputEvents as the workload writes, then its Result. Closing the iterator early
+        ends the workload."""
+        body = {"argv": list(argv)}
+        if stdin is not None:
+            body["stdin"] = stdin
+        if env is not None:
+            body["env"] = env
+        if workdir is not None:
+            body["workdir"] = workdir
+        if timeout is not None:
+            body["timeout_ms"] = int(timeout * 1000)
+        for line in self.client.stream("POST", self._path("/exec"), body):
+            if line.get("type") == "result":
+                yield Result.from_json(line["result"])
+                return
+            yield OutputEvent(line["type"], line["data"])
+        raise SmolboxError("the exec's reply ended without a result")
+
+    def exec(self, argv, *, on_output=None, check=True, **options):
+        """Runs argv in this sandbox and returns its Result, with the output in it. on_output,
+        if given, is called with each OutputEvent as it comes. check as for run."""
+        out, err = [], []
+        for event in self.exec_iter(argv, **options):
+            if isinstance(event, Result):
+                result = Result.from_json({**_as_json(event), "stdout": "".join(out), "stderr": "".join(err)})
+                return _checked(result, check)
+            (out if event.stream == "stdout" else err).append(event.data)
+            if on_output:
+                on_output(event)
+        raise SmolboxError("the exec's reply ended without a result")
+
+    def status(self):
+        return self.client.request("GET", self._path())
+
+    def remove(self):
+        """Stops and removes the sandbox, mid-exec too."""
+        self.client.request("DELETE", self._path())
+
+
+def _as_json(result):
+    from dataclasses import asdict
+
+    return asdict(result)
