@@ -9,7 +9,6 @@
 #include <optional>
 #include <string>
 
-#include "control_protocol.h"
 #include "smolbox/error.h"
 #include "smolbox/spec.h"
 
@@ -20,14 +19,5 @@ Expected<RunSpec> ParseRunRequest(const std::string& body);
 
 // POST /v1/sandboxes: a RunSpec without a command. Its exec part is each exec's default.
 Expected<RunSpec> ParseCreateRequest(const std::string& body);
-
-// POST /v1/sandboxes/{id}/exec:
-//   {"argv": [...], "env": {...}, "workdir": "...", "timeout_ms": N, "stdin": "..."}
-// argv is required; the rest default to the sandbox's.
-struct ExecRequest {
-  persist::ExecOrder order;
-  std::optional<std::string> stdin_data;
-};
-Expected<ExecRequest> ParseExecRequest(const std::string& body);
 
 }  // namespace smolbox::api

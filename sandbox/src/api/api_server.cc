@@ -22,6 +22,7 @@
 #include <nlohmann/json.hpp>
 
 #include "api_requests.h"
+#include "exec_request.h"
 #include "client.h"
 #include "exec_stream.h"
 #include "json_bounds.h"

@@ -12,7 +12,7 @@
 #include <string>
 #include <string_view>
 
-#include "api_requests.h"
+#include "exec_request.h"
 #include "smolbox/result.h"
 
 namespace smolbox::api {

@@ -190,7 +190,8 @@ TEST(Api, bad_requests_get_a_4xx_naming_the_field_and_start_nothing) {
            {R"({"argv": ["/bin/true"], "timeout_ms": "1s"})", "timeout_ms"},
            {R"({"argv": ["/bin/true"], "timeout_ms": -5})", "timeout_ms"},
            {R"({"argv": ["/bin/true"], "env": {"A": 1}})", "env.A"},
-           {R"({"argv": ["/bin/true"], "shell": true})", "shell"}}) {
+           {R"({"argv": ["/bin/true"], "shell": true})", "shell"},
+           {R"({"argv": ["/bin/true"], "": true})", "\"\""}}) {
     auto [code, reply] = Post(*client, "/v1/sandboxes/" + id + "/exec", body);
     EXPECT_EQ(code, 400) << body << " -> " << reply.dump();
     EXPECT_EQ(reply["error"]["field"], field) << reply.dump();
