@@ -28,6 +28,7 @@
 #include "json_bounds.h"
 #include "keeper.h"
 #include "metrics.h"
+#include "sandbox_files.h"
 #include "sandbox_state.h"
 #include "smolbox_child.h"
 #include "state.h"
@@ -108,6 +109,7 @@ Expected<std::string> NewSandboxId() {
 // The endpoint a request is counted under in the metrics.
 std::string EndpointOf(const httplib::Request& req) {
   static const std::regex exec(R"(/v1/sandboxes/[^/]+/exec)");
+  static const std::regex files(R"(/v1/sandboxes/[^/]+/files/.*)");
   static const std::regex one(R"(/v1/sandboxes/[^/]+)");
   const std::string& p = req.path;
   if (p == "/v1/run") return "run";
@@ -115,6 +117,7 @@ std::string EndpointOf(const httplib::Request& req) {
   if (p == "/metrics") return "metrics";
   if (p == "/v1/sandboxes") return req.method == "POST" ? "create" : "list";
   if (std::regex_match(p, exec)) return "exec";
+  if (std::regex_match(p, files)) return req.method == "PUT" ? "upload" : "download";
   if (std::regex_match(p, one)) return req.method == "DELETE" ? "delete" : "get";
   return "other";
 }
@@ -277,7 +280,11 @@ class Api {
     // Routing and size errors come with an empty body: give them the API's JSON error.
     server.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
       if (!res.body.empty()) return;
-      if (res.status == 413) {
+      if (res.status == 413 && req.get_header_value("Content-Type").starts_with("application/x-www-form-urlencoded")) {
+        // The library holds a form body to 8 KiB whatever --max-body says (curl -d sends one).
+        ReplyError(res, 413, Error::Field("Content-Type", "a form-urlencoded body is limited to 8 KiB: send "
+                                                          "application/json, or application/octet-stream for files"));
+      } else if (res.status == 413) {
         ReplyError(res, 413, Error::Field("body", "is larger than the server's --max-body"));
       } else if (res.status == 404) {
         ReplyError(res, 404, Error::Field("path", fmt::format("no endpoint {} {}", req.method, req.path)));
@@ -322,6 +329,12 @@ class Api {
     });
     server.Post(R"(/v1/sandboxes/([^/]+)/exec)", [this](const httplib::Request& req, httplib::Response& res) {
       Exec(req.matches[1], req, res);
+    });
+    server.Put(R"(/v1/sandboxes/([^/]+)/files/(.*))", [this](const httplib::Request& req, httplib::Response& res) {
+      PutFile(req.matches[1], req.matches[2], req, res);
+    });
+    server.Get(R"(/v1/sandboxes/([^/]+)/files/(.*))", [this](const httplib::Request& req, httplib::Response& res) {
+      GetFile(req.matches[1], req.matches[2], res);
     });
   }
 
@@ -391,18 +404,34 @@ class Api {
     ReplyJson(res, 200, {{"id", id}, {"status", "removed"}});
   }
 
+  // What an exec into a sandbox needs first: the sandbox, a slot, and the sandbox not busy.
+  // Null, with the reply made, when one is missing.
+  std::shared_ptr<void> ExecSlotFor(const std::string& id, httplib::Response& res) {
+    if (!Known(id)) {
+      ReplyError(res, 404, Error::Field("id", fmt::format("no sandbox {:?}", id)));
+      return nullptr;
+    }
+    auto slot = TakeExecSlot();
+    if (!slot) {
+      ReplyError(res, 429, NoSlot(options_.max_concurrent_execs));
+      return nullptr;
+    }
+    auto dir = persist::OpenSandboxDir(id);
+    auto locked = dir ? persist::IsLocked(dir->get()) : std::unexpected(dir.error());
+    if (locked && *locked) {
+      ReplyError(res, 409, Error::Field("id", "the sandbox is busy: execs into one sandbox run one at a time"));
+      return nullptr;
+    }
+    return slot;
+  }
+
   void Exec(const std::string& id, const httplib::Request& req, httplib::Response& res) {
     auto busy = InFlight();
     if (!Known(id)) return ReplyError(res, 404, Error::Field("id", fmt::format("no sandbox {:?}", id)));
     auto request = ParseExecRequest(req.body);
     if (!request) return ReplyError(res, 400, request.error());
-    auto slot = TakeExecSlot();
-    if (!slot) return ReplyError(res, 429, NoSlot(options_.max_concurrent_execs));
-    auto dir = persist::OpenSandboxDir(id);
-    auto locked = dir ? persist::IsLocked(dir->get()) : std::unexpected(dir.error());
-    if (locked && *locked) {
-      return ReplyError(res, 409, Error::Field("id", "the sandbox is busy: execs into one sandbox run one at a time"));
-    }
+    auto slot = ExecSlotFor(id, res);
+    if (!slot) return;
     auto shared_request = std::make_shared<ExecRequest>(std::move(*request));
     res.set_chunked_content_provider(
         "application/x-ndjson", [this, id, shared_request, slot, busy](size_t, httplib::DataSink& sink) {
@@ -413,6 +442,28 @@ class Api {
           sink.done();
           return true;
         });
+  }
+
+  void PutFile(const std::string& id, const std::string& tail, const httplib::Request& req, httplib::Response& res) {
+    auto busy = InFlight();
+    auto path = SandboxPath(tail);
+    if (!path) return ReplyError(res, path.error().status, path.error().error);
+    auto slot = ExecSlotFor(id, res);
+    if (!slot) return;
+    auto written = WriteSandboxFile(id, *path, req.body, cancel_read_.get());
+    if (!written) return ReplyError(res, written.error().status, written.error().error);
+    ReplyJson(res, 201, {{"path", *path}, {"bytes", *written}});
+  }
+
+  void GetFile(const std::string& id, const std::string& tail, httplib::Response& res) {
+    auto busy = InFlight();
+    auto path = SandboxPath(tail);
+    if (!path) return ReplyError(res, path.error().status, path.error().error);
+    auto slot = ExecSlotFor(id, res);
+    if (!slot) return;
+    auto bytes = ReadSandboxFile(id, *path, cancel_read_.get());
+    if (!bytes) return ReplyError(res, bytes.error().status, bytes.error().error);
+    res.set_content(std::move(*bytes), "application/octet-stream");
   }
 
   bool Known(const std::string& id) {

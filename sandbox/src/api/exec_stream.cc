@@ -33,19 +33,22 @@ Expected<Pipe> MakePipe() {
   return Pipe{UniqueFd(fds[0]), UniqueFd(fds[1])};
 }
 
-// The request's stdin as a file the keeper reads to its end.
-Expected<UniqueFd> StdinFile(const std::string& data) {
+}  // namespace
+
+Expected<UniqueFd> MemoryFile(const std::string& data) {
   UniqueFd fd(memfd_create("smolbox-api-stdin", MFD_CLOEXEC));
   if (!fd.valid()) return std::unexpected(Error::Sys("memfd_create"));
   for (size_t done = 0; done < data.size();) {
     ssize_t n = write(fd.get(), data.data() + done, data.size() - done);
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return std::unexpected(Error::Sys("write the exec's stdin"));
+    if (n < 0) return std::unexpected(Error::Sys("write a memory file"));
     done += static_cast<size_t>(n);
   }
   if (lseek(fd.get(), 0, SEEK_SET) != 0) return std::unexpected(Error::Sys("lseek"));
   return fd;
 }
+
+namespace {
 
 RunResult Failed(const Error& error) {
   RunResult result;
@@ -93,7 +96,7 @@ RunResult StreamExec(const std::string& sandbox, const ExecRequest& request, con
   ExecIo io;
   UniqueFd stdin_file;
   if (request.stdin_data) {
-    auto file = StdinFile(*request.stdin_data);
+    auto file = MemoryFile(*request.stdin_data);
     if (!file) return Failed(file.error());
     stdin_file = std::move(*file);
     io.stdin_fd = stdin_file.get();

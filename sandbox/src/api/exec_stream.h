@@ -14,6 +14,7 @@
 
 #include "exec_request.h"
 #include "smolbox/result.h"
+#include "unique_fd.h"
 
 namespace smolbox::api {
 
@@ -26,6 +27,9 @@ struct ExecClient {
 
 // Returns the exec's result; when the client went away it is the cancelled exec's.
 RunResult StreamExec(const std::string& sandbox, const ExecRequest& request, const ExecClient& client, int cancel_fd);
+
+// bytes in a memory file, at offset 0: an exec's stdin, which the keeper reads to its end.
+Expected<UniqueFd> MemoryFile(const std::string& bytes);
 
 // The longest prefix of pending that ends on a whole UTF-8 sequence; what is left (at most the
 // 3 bytes of a sequence begun but not finished) stays in pending for the next read.

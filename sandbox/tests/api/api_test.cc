@@ -242,6 +242,55 @@ TEST(Api, a_sandbox_keeps_its_state_across_execs_and_its_removal_leaves_nothing)
   EXPECT_EQ(gone->status, 404);
 }
 
+TEST(Api, files_go_in_and_out_byte_for_byte_and_a_planted_link_is_refused_not_followed) {
+  ApiServer server;
+  auto client = server.Client();
+  std::string id = Create(*client, {{"backend", "ns"}, {"limits", {{"storage_mib", 16}}}});
+  std::string files = "/v1/sandboxes/" + id + "/files";
+  std::string bytes;
+  for (int i = 0; i < 4096; ++i) bytes.push_back(static_cast<char>(i % 256));
+  auto put = client->Put((files + "/work/in/data.bin").c_str(), bytes, "application/octet-stream");
+  ASSERT_TRUE(put);
+  EXPECT_EQ(put->status, 201) << put->body;
+  auto got = client->Get((files + "/work/in/data.bin").c_str());
+  ASSERT_TRUE(got);
+  EXPECT_EQ(got->status, 200);
+  EXPECT_EQ(got->body, bytes);
+  // The workload sees what was put, as the sandbox's user.
+  auto seen = Exec(*client, id, {{"argv", {kPython, "-c", "import os; print(os.path.getsize('/work/in/data.bin'))"}}});
+  EXPECT_EQ(Stream(seen, "stdout"), "4096\n");
+
+  // A link the workload planted, to a file of its own: neither read through nor written through.
+  Exec(*client, id, {{"argv", {"/bin/sh", "-c", "echo kept > /work/victim; ln -s /work/victim /work/link; mkdir /work/d"}}});
+  for (const char* path : {"/work/link", "/work/d"}) {
+    auto read = client->Get((files + path).c_str());
+    ASSERT_TRUE(read);
+    EXPECT_EQ(read->status, 409) << path << ": " << read->body;
+    EXPECT_EQ(json::parse(read->body)["error"]["field"], "path");
+    auto write = client->Put((files + path).c_str(), "replaced", "application/octet-stream");
+    ASSERT_TRUE(write);
+    EXPECT_EQ(write->status, 409) << path << ": " << write->body;
+  }
+  auto victim = client->Get((files + "/work/victim").c_str());
+  ASSERT_TRUE(victim);
+  EXPECT_EQ(victim->body, "kept\n");
+  auto missing = client->Get((files + "/work/none").c_str());
+  ASSERT_TRUE(missing);
+  EXPECT_EQ(missing->status, 404);
+  for (const char* bad : {"/work/%2e%2e/etc/x", "/work//x", "/"}) {
+    auto refused = client->Put((files + bad).c_str(), "x", "application/octet-stream");
+    ASSERT_TRUE(refused);
+    EXPECT_EQ(refused->status, 400) << bad << ": " << refused->body;
+  }
+  // Over the sandbox's storage: refused, and nothing of it is left.
+  auto full = client->Put((files + "/work/big").c_str(), std::string(20 << 20, 'x'), "application/octet-stream");
+  ASSERT_TRUE(full);
+  EXPECT_EQ(full->status, 507) << full->body;
+  EXPECT_EQ(json::parse(full->body)["error"]["field"], "body");
+  auto left = Exec(*client, id, {{"argv", {"/bin/sh", "-c", "ls -A /work"}}});
+  EXPECT_EQ(Stream(left, "stdout"), "d\nin\nlink\nvictim\n");
+}
+
 TEST(Api, an_exec_streams_its_output_while_it_runs_and_its_limits_hold) {
   ApiServer server;
   auto client = server.Client();

@@ -86,11 +86,15 @@ class Client:
             raise _api_error(response.status, raw)
         return conn, response
 
-    def request(self, method, path, body=None):
+    def request(self, method, path, body=None, content_type="application/json"):
         """A request whose reply is one JSON document."""
-        conn, response = self._send(method, path, body)
+        return json.loads(self.request_bytes(method, path, body, content_type) or b"null")
+
+    def request_bytes(self, method, path, body=None, content_type="application/json"):
+        """A request whose reply is returned as it came, as bytes."""
+        conn, response = self._send(method, path, body, content_type)
         try:
-            return json.loads(response.read() or b"null")
+            return response.read()
         finally:
             conn.close()
 

@@ -61,6 +61,7 @@ class Sandbox:
         self.client = client
         self.id = sandbox_id
         self.info = info
+        self.files = Files(self)
 
     @classmethod
     def create(cls, *, client=None, **options):
@@ -119,6 +120,33 @@ class Sandbox:
     def remove(self):
         """Stops and removes the sandbox, mid-exec too."""
         self.client.request("DELETE", self._path())
+
+
+class Files:
+    """A sandbox's files, read and written inside it: regular files only, and a final symbolic
+    link is refused rather than followed. Paths are absolute, as the sandbox sees them."""
+
+    def __init__(self, sandbox):
+        self._sandbox = sandbox
+
+    def _path(self, path):
+        if not path.startswith("/"):
+            raise ValueError(f"{path!r}: a sandbox path must be absolute, e.g. /work/data.csv")
+        return self._sandbox._path("/files/" + quote(path.lstrip("/")))
+
+    def write(self, path, data):
+        """Writes data (bytes, or str as UTF-8) to path, making its directories. An upload over
+        the sandbox's storage limit raises ApiError (507) and leaves nothing behind."""
+        if isinstance(data, str):
+            data = data.encode()
+        return self._sandbox.client.request("PUT", self._path(path), data, "application/octet-stream")
+
+    def read(self, path):
+        """The file's bytes, up to the sandbox's output limit (limits.output_bytes)."""
+        return self._sandbox.client.request_bytes("GET", self._path(path))
+
+    def read_text(self, path, encoding="utf-8"):
+        return self.read(path).decode(encoding)
 
 
 def _as_json(result):

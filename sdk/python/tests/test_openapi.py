@@ -100,6 +100,18 @@ def test_replies_match_the_document(document, server):
     assert status == 400
     validate(document, "/v1/sandboxes/{id}/exec", "post", 400, json.loads(body))
 
+    status, _, body = raw(client, "PUT", sandbox + "/files/work/x.bin", b"\x00\xff", "application/octet-stream")
+    assert status == 201
+    validate(document, "/v1/sandboxes/{id}/files/{path}", "put", 201, json.loads(body))
+    status, content_type, body = raw(client, "GET", sandbox + "/files/work/x.bin")
+    assert (status, content_type, body) == (200, "application/octet-stream", b"\x00\xff")
+    for method, path, code in (("GET", "/files/work/none", 404), ("GET", "/files/work", 409),
+                               ("PUT", "/files/work//x", 400)):
+        status, _, body = raw(client, method, sandbox + path, b"x" if method == "PUT" else None,
+                              "application/octet-stream")
+        assert status == code, body
+        validate(document, "/v1/sandboxes/{id}/files/{path}", method.lower(), code, json.loads(body))
+
     status, _, body = raw(client, "DELETE", sandbox)
     validate(document, "/v1/sandboxes/{id}", "delete", status, json.loads(body))
     status, _, body = raw(client, "GET", sandbox)

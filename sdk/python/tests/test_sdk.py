@@ -73,6 +73,23 @@ def test_a_sandbox_keeps_state_across_execs_and_is_removed_on_exit(client):
     assert sandbox_id not in listed
 
 
+def test_files_go_in_and_come_out_byte_for_byte(client):
+    data = bytes(range(256)) * 16
+    with smolbox.Sandbox.create(backend="ns", client=client) as sb:
+        assert sb.files.write("/work/in/data.bin", data)["bytes"] == len(data)
+        assert sb.files.read("/work/in/data.bin") == data
+        sb.files.write("/work/rows.csv", "a,b\n1,2\n")
+        result = sb.exec([PY, "-c", "import csv; rows = list(csv.DictReader(open('/work/rows.csv')))\n"
+                          "open('/work/out.txt', 'w').write(rows[0]['b'])"])
+        assert result.ok
+        assert sb.files.read_text("/work/out.txt") == "2"
+        with pytest.raises(smolbox.ApiError) as raised:
+            sb.files.read("/work/missing")
+        assert raised.value.status == 404 and raised.value.field == "path"
+        with pytest.raises(ValueError):
+            sb.files.read("relative/path")
+
+
 def test_an_exec_streams_output_to_a_callback_as_it_comes(client):
     seen = []
     with smolbox.Sandbox.create(backend="ns", client=client) as sb:
