@@ -3,7 +3,6 @@
 #include <fcntl.h>
 #include <httplib.h>
 #include <signal.h>
-#include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -25,12 +24,11 @@
 #include "exec_request.h"
 #include "client.h"
 #include "exec_stream.h"
-#include "json_bounds.h"
 #include "keeper.h"
+#include "launch.h"
 #include "metrics.h"
 #include "sandbox_files.h"
 #include "sandbox_state.h"
-#include "smolbox_child.h"
 #include "state.h"
 #include "unique_fd.h"
 
@@ -48,8 +46,6 @@ constexpr size_t kMaxTokenFileBytes = 4096;
 constexpr int kSpareThreads = 8;
 // After the drain deadline, cancelled requests get this long to finish.
 constexpr auto kCancelGrace = std::chrono::seconds(15);
-// What a create's child prints: the setup's JSON.
-constexpr size_t kMaxCreateOutput = 1 << 20;
 
 std::string Reason(const Error& error) {
   if (error.errnum == 0) return error.what;
@@ -94,16 +90,6 @@ Expected<std::string> ReadToken(const std::string& path) {
         "--token-file", fmt::format("{} must hold one token of at least {} bytes, without spaces", path, kMinTokenBytes)));
   }
   return token;
-}
-
-Expected<std::string> NewSandboxId() {
-  unsigned char bytes[8];
-  if (getrandom(bytes, sizeof bytes, 0) != static_cast<ssize_t>(sizeof bytes)) {
-    return std::unexpected(Error::Sys("getrandom"));
-  }
-  std::string id(kSandboxPrefix);
-  for (unsigned char b : bytes) id += fmt::format("{:02x}", b);
-  return id;
 }
 
 // The endpoint a request is counted under in the metrics.
@@ -153,6 +139,7 @@ class Api {
     if (pipe2(fds, O_CLOEXEC) != 0) return std::unexpected(Error::Sys("pipe"));
     cancel_read_.Reset(fds[0]);
     cancel_write_.Reset(fds[1]);
+    launcher_ = Launcher{options_.smolbox_exe, lifeline_read_.get(), cancel_read_.get()};
     for (const ListenAddress& address : options_.listen) SMOLBOX_TRY(Bind(address));
     for (auto& listener : listeners_) {
       threads_.emplace_back([server = listener.server.get()] { server->listen_after_bind(); });
@@ -344,12 +331,7 @@ class Api {
     if (!spec) return ReplyError(res, 400, spec.error());
     auto slot = TakeExecSlot();
     if (!slot) return ReplyError(res, 429, NoSlot(options_.max_concurrent_execs));
-    // Each stream's bytes may take 6 in JSON (\u0000), and the result's other fields are small.
-    size_t bound = static_cast<size_t>(spec->exec.limits.output_bytes) * 12 + (1 << 20);
-    auto child = RunChild(options_.smolbox_exe, {"run", "--json", "--spec", "/dev/stdin"}, req.body, bound, -1,
-                          cancel_read_.get());
-    auto doc = child ? ParseBoundedJson(child->stdout_data, {.max_bytes = bound}, "the run's result")
-                     : std::unexpected(child.error());
+    auto doc = launcher_.Run(req.body, *spec);
     auto result = doc ? ResultFromJson(*doc) : std::unexpected(doc.error());
     if (!result) {
       fmt::print(stderr, "smolbox serve: run: {}\n", result.error().ToString());
@@ -374,22 +356,14 @@ class Api {
       }
       sandboxes_[*id] = false;
     }
-    auto child = RunChild(options_.smolbox_exe, {"create", "--json", "--spec", "/dev/stdin", "--lifeline-fd", "3", *id},
-                          req.body, kMaxCreateOutput, lifeline_read_.get(), cancel_read_.get());
-    auto doc = child ? ParseBoundedJson(child->stdout_data, {.max_bytes = kMaxCreateOutput}, "the create's result")
-                     : std::unexpected(child.error());
-    bool created = doc && doc->is_object() && doc->value("status", "") == "created";
+    auto setup = launcher_.Create(*id, req.body);
     std::lock_guard lock(mutex_);
-    if (!created) {
+    if (!setup) {
       sandboxes_.erase(*id);
-      std::string reason = !doc                ? doc.error().ToString()
-                           : doc->is_object() ? doc->value("error", "")
-                                              : "the create printed no result";
-      return ReplyError(res, 422, Error::Field("sandbox", "could not be created: " + reason));
+      return ReplyError(res, 422, setup.error());
     }
     sandboxes_[*id] = true;
-    json reply = *doc;
-    reply.erase("name");
+    json reply = *setup;
     reply["id"] = *id;
     ReplyJson(res, 201, reply);
   }
@@ -508,6 +482,7 @@ class Api {
   std::string token_;
   UniqueFd lifeline_read_, lifeline_write_;
   UniqueFd cancel_read_, cancel_write_;  // the write end's close cancels what is in flight
+  Launcher launcher_;
   std::vector<Listener> listeners_;
   std::vector<std::thread> threads_;
   std::mutex mutex_;
@@ -541,20 +516,6 @@ Expected<void> CheckOptions(const ServeOptions& options) {
   }
   if (options.max_body < 1024) return std::unexpected(Error::Field("--max-body", "must be at least 1 KiB"));
   return {};
-}
-
-// What a server that died left: its sandboxes' keepers tore them down when its lifeline hung
-// up, and their directories, and any run's, are removed here. A live server's are left alone.
-void SweepDeadApiSandboxes() {
-  shared::SweepStaleRuns();
-  auto listing = persist::ListSandboxes();
-  if (!listing) return;
-  for (const auto& box : *listing) {
-    if (!box.name.starts_with(kSandboxPrefix) || box.status != persist::SandboxStatus::kDead) continue;
-    if (auto removed = persist::RemoveSandbox(box.name, true); !removed) {
-      fmt::print(stderr, "smolbox serve: warning: {}\n", removed.error().ToString());
-    }
-  }
 }
 
 }  // namespace
@@ -593,7 +554,7 @@ int Serve(const ServeOptions& given) {
   pthread_sigmask(SIG_BLOCK, &stop, nullptr);
   signal(SIGPIPE, SIG_IGN);  // a client gone mid-write is an error return, not the server's end
 
-  SweepDeadApiSandboxes();
+  SweepDeadApiSandboxes("smolbox serve");
   int lifeline[2];
   if (pipe2(lifeline, O_CLOEXEC) != 0) {
     fmt::print(stderr, "smolbox: pipe: {}\n", strerror(errno));

@@ -41,7 +41,4 @@ Expected<ListenAddress> DefaultListenAddress();
 // the options are printed naming the flag, and nothing is started.
 int Serve(const ServeOptions& options);
 
-// API sandboxes are persistent sandboxes whose names start with this.
-inline constexpr std::string_view kSandboxPrefix = "api-";
-
 }  // namespace smolbox::api
