@@ -189,10 +189,10 @@ void LiveSmolbox::CloseStdin() {
   stdin_ = -1;
 }
 
-std::string LiveSmolbox::ReadStdoutUntil(std::string_view needle, std::chrono::seconds timeout) {
+std::string LiveSmolbox::ReadStdoutUntil(std::string_view needle, std::chrono::seconds timeout, size_t from) {
   auto deadline = std::chrono::steady_clock::now() + timeout;
   char buffer[65536];
-  while (out_.find(needle) == std::string::npos && stdout_ >= 0) {
+  while (out_.find(needle, from) == std::string::npos && stdout_ >= 0) {
     pollfd fd{stdout_, POLLIN, 0};
     if (poll(&fd, 1, MsLeft(deadline)) <= 0) break;
     ssize_t n = read(stdout_, buffer, sizeof buffer);

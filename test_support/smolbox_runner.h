@@ -54,8 +54,9 @@ class LiveSmolbox {
   // size zero bytes, in chunks, the same way.
   bool WriteZeros(int64_t size, std::chrono::seconds timeout);
   void CloseStdin();
-  // Reads stdout until what was read holds needle, or timeout passes; returns all read so far.
-  std::string ReadStdoutUntil(std::string_view needle, std::chrono::seconds timeout);
+  // Reads stdout until what was read holds needle at or after from, or timeout passes; returns
+  // all read so far.
+  std::string ReadStdoutUntil(std::string_view needle, std::chrono::seconds timeout, size_t from = 0);
   // Our end of its stdout goes: a reader that went away.
   void CloseStdout();
   // Its exit code (128+N for a signal), or nothing if it still runs at timeout. Drains stderr.

@@ -703,6 +703,8 @@ int main(int argc, char** argv) {
   CLI::App* image = smolbox::cli::AddImageCommand(app, image_flags);
   smolbox::cli::ServeFlags serve_flags;
   CLI::App* serve = smolbox::cli::AddServeCommand(app, serve_flags);
+  smolbox::cli::McpFlags mcp_flags;
+  CLI::App* mcp = smolbox::cli::AddMcpCommand(app, mcp_flags);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -725,6 +727,7 @@ int main(int argc, char** argv) {
     if (app.got_subcommand("rm")) return Remove(sandbox);
     if (app.got_subcommand(image)) return smolbox::cli::RunImageCommand(*image, image_flags);
     if (app.got_subcommand(serve)) return smolbox::cli::RunServeCommand(serve_flags, SelfPath());
+    if (app.got_subcommand(mcp)) return smolbox::cli::RunMcpCommand(mcp_flags, SelfPath());
     return Run(flags);
   } catch (const std::exception& e) {
     fmt::print(stderr, "smolbox: internal error: {}\n", e.what());

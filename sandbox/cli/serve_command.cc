@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 
 #include "api_server.h"
+#include "mcp_server.h"
+#include "smolbox/spec.h"
 #include "smolbox/units.h"
 
 namespace smolbox::cli {
@@ -61,6 +63,25 @@ int RunServeCommand(const ServeFlags& f, const std::string& exe) {
   options.drain_timeout_ms = *drain;
   options.smolbox_exe = exe;
   return api::Serve(options);
+}
+
+CLI::App* AddMcpCommand(CLI::App& app, McpFlags& f) {
+  CLI::App* mcp = app.add_subcommand("mcp", "serve the Model Context Protocol on stdio, for AI agents");
+  mcp->add_option("--backend", f.backend, "every sandbox's backend: ns or vm (default auto)")->type_name("KIND");
+  mcp->add_option("--max-sandboxes", f.max_sandboxes, "sandboxes one session holds at once (default 8)")
+      ->type_name("N");
+  mcp->footer(
+      "Tools: run_code, create_sandbox, exec, write_file, read_file, remove_sandbox. No network, 30 s\n"
+      "per run unless a call's limits say otherwise. The session's sandboxes end with it.");
+  return mcp;
+}
+
+int RunMcpCommand(const McpFlags& f, const std::string& exe) {
+  if (!f.backend.empty()) {
+    if (auto kind = ParseBackendKind(f.backend); !kind) return Refuse(Error::Field("--backend", kind.error().what));
+  }
+  if (f.max_sandboxes < 1) return Refuse(Error::Field("--max-sandboxes", "must be at least 1"));
+  return api::ServeMcp({exe, f.backend, f.max_sandboxes});
 }
 
 }  // namespace smolbox::cli

@@ -1,4 +1,5 @@
-// smolbox serve: the HTTP API (docs/api.md) from the command line.
+// smolbox serve and smolbox mcp: the HTTP API and the MCP server (docs/api.md) from the
+// command line.
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -20,5 +21,13 @@ struct ServeFlags {
 CLI::App* AddServeCommand(CLI::App& app, ServeFlags& flags);
 // exe: the smolbox binary the server's children run (this one).
 int RunServeCommand(const ServeFlags& flags, const std::string& exe);
+
+struct McpFlags {
+  std::string backend;
+  int max_sandboxes = 8;
+};
+
+CLI::App* AddMcpCommand(CLI::App& app, McpFlags& flags);
+int RunMcpCommand(const McpFlags& flags, const std::string& exe);
 
 }  // namespace smolbox::cli
