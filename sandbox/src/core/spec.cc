@@ -89,7 +89,8 @@ Expected<void> ParseObject(const json& v, const std::string& path, const FieldTa
                            T& out) {
   if (!v.is_object()) return Fail(path.empty() ? "spec" : path, "must be an object");
   for (const auto& [key, value] : v.items()) {
-    std::string field = Join(path, key);
+    // An empty key is still named: as its JSON spelling, "".
+    std::string field = Join(path, key.empty() ? "\"\"" : key);
     auto it = table.find(key);
     if (it == table.end()) return Fail(field, "unknown field");
     SMOLBOX_TRY(it->second(value, field, out));

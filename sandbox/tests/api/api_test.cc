@@ -163,6 +163,7 @@ TEST(Api, bad_requests_get_a_4xx_naming_the_field_and_start_nothing) {
   std::string big(100 << 10, ' ');
   Case cases[] = {
       {"/v1/run", R"({"argv": ["/bin/true"], "bogus": 1})", 400, "bogus"},
+      {"/v1/run", R"({"argv": ["/bin/true"], "": 1})", 400, "\"\""},
       {"/v1/run", R"({"argv": ["/bin/true"], "limits": {"memory_mib": "lots"}})", 400, "limits.memory_mib"},
       {"/v1/run", R"({"argv": ["/bin/true"], "limits": {"memory_mib": 1}})", 400, "limits.memory_mib"},
       {"/v1/run", R"({"argv": )", 400, "request body"},

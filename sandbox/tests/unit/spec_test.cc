@@ -108,6 +108,11 @@ TEST(ParseRunSpec, names_an_unknown_nested_field_by_its_dotted_path) {
             "mounts[1].mod: unknown field");
 }
 
+TEST(ParseRunSpec, names_an_empty_unknown_key_by_its_json_spelling) {
+  EXPECT_EQ(ParseError(R"({"argv": ["x"], "": 1})"), "\"\": unknown field");
+  EXPECT_EQ(ParseError(R"({"limits": {"": 1}})"), "limits.\"\": unknown field");
+}
+
 TEST(ParseRunSpec, names_the_field_of_a_wrong_type) {
   EXPECT_EQ(ParseError(R"({"limits": {"pids": "8"}})"), "limits.pids: must be an integer");
   EXPECT_EQ(ParseError(R"({"limits": {"pids": 1.5}})"), "limits.pids: must be an integer");
