@@ -34,20 +34,20 @@ void RemoveRunDir(const std::string& path) {
   rmdir((path + "/storage").c_str());
   rmdir((path + "/root").c_str());
   unlink((path + "/owner").c_str());
+  unlink((path + "/owner.new").c_str());
   rmdir(path.c_str());
 }
 
 // True when the runtime that wrote `owner` is still running.
 bool OwnerAlive(const std::string& run_path) {
-  // A run dir whose owner file is not written yet belongs to a runtime starting right now.
-  struct stat st{};
-  if (lstat((run_path + "/owner").c_str(), &st) != 0) {
-    return lstat(run_path.c_str(), &st) == 0 && time(nullptr) - st.st_mtime < 60;
-  }
   std::ifstream in(run_path + "/owner");
   int pid = 0;
   unsigned long long start = 0;
-  if (!(in >> pid >> start) || pid <= 0) return false;
+  if (!(in >> pid >> start) || pid <= 0) {
+    // No owner yet, or not a whole one: a runtime starting right now, unless the dir is old.
+    struct stat st{};
+    return lstat(run_path.c_str(), &st) == 0 && time(nullptr) - st.st_mtime < 60;
+  }
   auto now = ProcessStartTime(pid);
   return now && *now == start;
 }
@@ -105,9 +105,18 @@ Expected<RunDir> RunDir::Create() {
     return std::unexpected(Error::Sys("mkdir " + dir.RootMountpoint()));
   }
   SMOLBOX_ASSIGN_OR_RETURN(auto start, ProcessStartTime(getpid()));
-  std::ofstream owner(path + "/owner");
-  owner << getpid() << ' ' << start << '\n';
-  if (!owner.flush()) return std::unexpected(Error::Sys("write " + path + "/owner"));
+  // Written aside and renamed into place: a concurrent sweep must never read a half-written
+  // owner, which it would take for a dead runtime's and remove the run dir under us.
+  std::string content = fmt::format("{} {}\n", getpid(), start);
+  std::string staged = path + "/owner.new";
+  int fd = open(staged.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+  if (fd < 0) return std::unexpected(Error::Sys("create " + staged));
+  bool written = write(fd, content.data(), content.size()) == static_cast<ssize_t>(content.size());
+  close(fd);
+  if (!written) return std::unexpected(Error::Sys("write " + staged));
+  if (rename(staged.c_str(), (path + "/owner").c_str()) != 0) {
+    return std::unexpected(Error::Sys("rename " + staged));
+  }
   return dir;
 }
 
