@@ -34,6 +34,11 @@ CLI::App* AddServeCommand(CLI::App& app, ServeFlags& f) {
   serve->add_option("--max-body", f.max_body, "the largest request body (default 64M)")->type_name("SIZE");
   serve->add_option("--max-concurrent-execs", f.max_concurrent_execs, "runs and execs at once (default 16)")
       ->type_name("N");
+  serve->add_option("--pool", f.pools,
+                    "BACKEND[:IMAGE]=N: keep N sandboxes ready (BACKEND ns, vm, vm-kvm or vm-tcg) for one-shot runs "
+                    "that name that backend and image and otherwise use the defaults; repeatable")
+      ->type_name("POOL")
+      ->allow_extra_args(false);
   serve->add_option("--drain-timeout", f.drain_timeout,
                     "on SIGTERM, how long in-flight requests may finish before they are cancelled (default 30s)")
       ->type_name("DUR");
@@ -61,6 +66,11 @@ int RunServeCommand(const ServeFlags& f, const std::string& exe) {
   auto drain = ParseDuration(f.drain_timeout);
   if (!drain) return Refuse(Error::Field("--drain-timeout", drain.error().what));
   options.drain_timeout_ms = *drain;
+  for (const std::string& text : f.pools) {
+    auto pool = api::ParsePoolOption(text);
+    if (!pool) return Refuse(pool.error());
+    options.pools.push_back(std::move(*pool));
+  }
   options.smolbox_exe = exe;
   return api::Serve(options);
 }

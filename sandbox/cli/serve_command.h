@@ -16,6 +16,7 @@ struct ServeFlags {
   std::string max_body = "64M";
   int max_concurrent_execs = 16;
   std::string drain_timeout = "30s";
+  std::vector<std::string> pools;
 };
 
 CLI::App* AddServeCommand(CLI::App& app, ServeFlags& flags);

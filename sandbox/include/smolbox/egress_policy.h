@@ -52,6 +52,7 @@ struct Cidr {
 
   bool Contains(const IpAddress& address) const;
   std::string ToString() const;  // "10.0.0.0/8"
+  bool operator==(const Cidr&) const = default;
 };
 
 // --allow-host NAME[:PORT]: NAME, or with subdomains every name under it (written "*.NAME"),
@@ -63,6 +64,7 @@ struct HostRule {
 
   bool Covers(std::string_view host) const;  // a name as the workload spelt it
   std::string ToString() const;              // as the flag takes it
+  bool operator==(const HostRule&) const = default;
 };
 
 // --allow-cidr CIDR[:PORT]
@@ -71,6 +73,7 @@ struct CidrRule {
   uint16_t port = 0;  // 0: any
 
   std::string ToString() const;
+  bool operator==(const CidrRule&) const = default;
 };
 
 struct SocketAddress {
@@ -78,6 +81,7 @@ struct SocketAddress {
   uint16_t port = 0;
 
   std::string ToString() const;  // "10.0.0.1:53", "[fd00::1]:53"
+  bool operator==(const SocketAddress&) const = default;
 };
 
 struct EgressPolicy {
@@ -88,6 +92,7 @@ struct EgressPolicy {
 
   // Whether the sandbox has any egress at all.
   bool Enabled() const { return open || !allow_hosts.empty() || !allow_cidrs.empty(); }
+  bool operator==(const EgressPolicy&) const = default;
 };
 
 // Strict parsers of what users write. Each error names field (the flag, "--allow-cidr", or the

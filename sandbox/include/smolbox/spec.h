@@ -47,6 +47,7 @@ struct SandboxLimits {
   double cpus = 1.0;
   int64_t pids = 64;
   int64_t storage_mib = 128;  // all the space the sandbox can write
+  bool operator==(const SandboxLimits&) const = default;
 };
 
 // Each exec's own.
@@ -55,6 +56,7 @@ struct ExecLimits {
   std::optional<int64_t> cpu_ms;  // unset: only the wall timeout bounds CPU
   int64_t output_bytes = 1 << 20;  // per stream
   int64_t files = 256;             // open file descriptors (RLIMIT_NOFILE)
+  bool operator==(const ExecLimits&) const = default;
 };
 
 // Every limit with its default: what a spec's "limits" object may set.
@@ -64,6 +66,7 @@ struct Mount {
   std::string source;  // host path
   std::string target;  // absolute path inside the sandbox
   bool read_only = false;
+  bool operator==(const Mount&) const = default;
 };
 
 // Egress: the policy, and where the host side resolves and dials from (docs/egress.md).
@@ -73,6 +76,7 @@ struct EgressSpec {
   std::string netns;  // a network namespace file the gateway dials from; empty: smolbox's own
   int64_t max_connections = 64;       // open at once
   std::optional<int64_t> limit_bytes;  // bytes out, all connections together
+  bool operator==(const EgressSpec&) const = default;
 };
 
 struct SandboxSpec {
@@ -88,6 +92,7 @@ struct SandboxSpec {
   // vm backend: restore the guest from a boot snapshot instead of booting it, making the
   // snapshot on the first run (docs/guest.md, "Boot snapshot"). false: always a clean boot.
   bool vm_snapshot = true;
+  bool operator==(const SandboxSpec&) const = default;
 };
 
 struct ExecSpec {

@@ -31,6 +31,7 @@
 #include "sandbox_state.h"
 #include "state.h"
 #include "unique_fd.h"
+#include "warm_pool.h"
 
 namespace smolbox::api {
 namespace {
@@ -140,7 +141,9 @@ class Api {
     cancel_read_.Reset(fds[0]);
     cancel_write_.Reset(fds[1]);
     launcher_ = Launcher{options_.smolbox_exe, lifeline_read_.get(), cancel_read_.get()};
+    pool_ = std::make_unique<WarmPool>(options_.pools, launcher_);
     for (const ListenAddress& address : options_.listen) SMOLBOX_TRY(Bind(address));
+    pool_->Start();
     for (auto& listener : listeners_) {
       threads_.emplace_back([server = listener.server.get()] { server->listen_after_bind(); });
     }
@@ -166,6 +169,7 @@ class Api {
     }
     for (auto& listener : listeners_) listener.server->stop();
     for (std::thread& thread : threads_) thread.join();
+    pool_->Stop();
     std::vector<std::string> ids;
     {
       std::lock_guard lock(mutex_);
@@ -299,7 +303,7 @@ class Api {
     server.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
       std::map<std::string, int> states;
       for (const json& box : ListOurs()) ++states[box["status"].get<std::string>()];
-      res.set_content(metrics_.Render(states, running_.load()), "text/plain; version=0.0.4");
+      res.set_content(metrics_.Render(states, running_.load(), pool_->Sizes()), "text/plain; version=0.0.4");
     });
     server.Post("/v1/run", [this](const httplib::Request& req, httplib::Response& res) { Run(req, res); });
     server.Post("/v1/sandboxes", [this](const httplib::Request& req, httplib::Response& res) { Create(req, res); });
@@ -331,6 +335,7 @@ class Api {
     if (!spec) return ReplyError(res, 400, spec.error());
     auto slot = TakeExecSlot();
     if (!slot) return ReplyError(res, 429, NoSlot(options_.max_concurrent_execs));
+    if (RunPooled(*spec, res)) return;
     auto doc = launcher_.Run(req.body, *spec);
     auto result = doc ? ResultFromJson(*doc) : std::unexpected(doc.error());
     if (!result) {
@@ -339,6 +344,42 @@ class Api {
     }
     metrics_.CountResult("run", *result);
     ReplyJson(res, 200, *doc);
+  }
+
+  // A run in a sandbox of a warm pool, when one serves spec and is ready; false, with nothing
+  // replied, when the run must start a sandbox of its own.
+  bool RunPooled(const RunSpec& spec, httplib::Response& res) {
+    auto id = pool_->Take(spec);
+    if (!id) return false;
+    persist::ExecOrder order;
+    order.argv = spec.exec.argv;
+    order.env = spec.exec.env;
+    order.workdir = spec.exec.workdir;
+    order.timeout_ms = spec.exec.limits.timeout_ms;
+    ExecIo io;
+    UniqueFd stdin_file;
+    if (spec.exec.stdin_data) {
+      auto file = MemoryFile(*spec.exec.stdin_data);
+      if (!file) {
+        pool_->Discard(*id);
+        return false;
+      }
+      stdin_file = std::move(*file);
+      order.sends_stdin = true;
+      io.stdin_fd = stdin_file.get();
+    }
+    RunResult result = persist::ExecInSandbox(*id, order, io, cancel_read_.get());
+    pool_->Discard(*id);
+    if (result.status == Status::kSetupError) {
+      // Nothing of the request ran: the pooled sandbox had died. A sandbox of its own, then.
+      fmt::print(stderr, "smolbox serve: pooled sandbox {}: {}\n", *id, result.error);
+      return false;
+    }
+    metrics_.CountResult("run", result);
+    metrics_.CountPoolHit();
+    res.set_header("Smolbox-Pooled", "true");
+    ReplyJson(res, 200, ToJson(result));
+    return true;
   }
 
   void Create(const httplib::Request& req, httplib::Response& res) {
@@ -491,6 +532,7 @@ class Api {
   std::atomic<int> in_flight_{0};
   std::atomic<bool> draining_{false};
   Metrics metrics_;
+  std::unique_ptr<WarmPool> pool_;
   static thread_local std::chrono::steady_clock::time_point request_start_;
 };
 

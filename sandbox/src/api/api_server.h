@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "listen_address.h"
+#include "warm_pool.h"
 
 namespace smolbox::api {
 
@@ -31,6 +32,7 @@ struct ServeOptions {
   int max_concurrent_execs = 16;  // runs and execs at once
   int64_t drain_timeout_ms = 30000;  // on SIGTERM, how long in-flight requests may finish
   std::string smolbox_exe;  // the smolbox binary children run
+  std::vector<PoolOption> pools;  // --pool: sandboxes kept ready for one-shot runs
 };
 
 // The default listener: <state root>/api.sock (/run/smolbox for root, else under

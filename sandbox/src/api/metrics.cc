@@ -30,6 +30,16 @@ double Quantile(std::vector<double> samples, double q) {
   return samples[std::min(at, samples.size() - 1)];
 }
 
+// A label's value in the text format: backslash, quote and newline escaped.
+std::string LabelValue(const std::string& text) {
+  std::string out;
+  for (char c : text) {
+    if (c == '\\' || c == '"') out += '\\';
+    out += c == '\n' ? std::string("\\n") : std::string(1, c);
+  }
+  return out;
+}
+
 }  // namespace
 
 void Metrics::CountRequest(const std::string& endpoint, int code, double ms) {
@@ -47,7 +57,13 @@ void Metrics::CountResult(const std::string& kind, const RunResult& result) {
   for (const std::string& limit : result.limits_hit) ++limits_hit_[limit];
 }
 
-std::string Metrics::Render(const std::map<std::string, int>& sandboxes, int running_execs) const {
+void Metrics::CountPoolHit() {
+  std::lock_guard lock(mutex_);
+  ++pooled_runs_;
+}
+
+std::string Metrics::Render(const std::map<std::string, int>& sandboxes, int running_execs,
+                            const std::vector<PoolSize>& pools) const {
   std::lock_guard lock(mutex_);
   std::string text;
   auto out = [&text](std::string_view line) { text.append(line).append("\n"); };
@@ -70,6 +86,15 @@ std::string Metrics::Render(const std::map<std::string, int>& sandboxes, int run
   out("# HELP smolbox_execs_running Runs and execs in progress.");
   out("# TYPE smolbox_execs_running gauge");
   out(fmt::format("smolbox_execs_running {}", running_execs));
+  out("# HELP smolbox_pool_ready Sandboxes ready in each warm pool (--pool).");
+  out("# TYPE smolbox_pool_ready gauge");
+  for (const PoolSize& pool : pools) out(fmt::format("smolbox_pool_ready{{pool=\"{}\"}} {}", LabelValue(pool.name), pool.ready));
+  out("# HELP smolbox_pool_size Each warm pool's size, as --pool asks.");
+  out("# TYPE smolbox_pool_size gauge");
+  for (const PoolSize& pool : pools) out(fmt::format("smolbox_pool_size{{pool=\"{}\"}} {}", LabelValue(pool.name), pool.size));
+  out("# HELP smolbox_pooled_runs_total One-shot runs served by a warm pool's sandbox.");
+  out("# TYPE smolbox_pooled_runs_total counter");
+  out(fmt::format("smolbox_pooled_runs_total {}", pooled_runs_));
   out("# HELP smolbox_request_duration_ms Request latency over the last 1024 requests of each endpoint.");
   out("# TYPE smolbox_request_duration_ms summary");
   for (const auto& [endpoint, window] : latencies_ms_) {

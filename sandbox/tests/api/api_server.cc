@@ -59,4 +59,10 @@ std::vector<std::string> ApiSandboxesOnHost() {
   return names;
 }
 
+std::pair<int, nlohmann::json> Post(httplib::Client& client, const std::string& path, const std::string& body) {
+  auto reply = client.Post(path.c_str(), body, "application/json");
+  if (!reply) return {-1, nlohmann::json()};
+  return {reply->status, nlohmann::json::parse(reply->body, nullptr, false)};
+}
+
 }  // namespace smolbox::testing

@@ -12,6 +12,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -48,6 +49,10 @@ class ApiServer {
   std::string socket_path_;
   bool stopped_ = false;
 };
+
+// POSTs body as JSON and returns the status and the parsed reply (null when it is not JSON;
+// status -1 when there was no reply).
+std::pair<int, nlohmann::json> Post(httplib::Client& client, const std::string& path, const std::string& body);
 
 // The lines of an NDJSON reply, each parsed.
 std::vector<nlohmann::json> NdjsonLines(const std::string& body);

@@ -27,13 +27,6 @@ json RunSpec(const std::string& code, const json& limits = json::object()) {
   return spec;
 }
 
-// POSTs body and returns the status and the parsed reply (null when it is not JSON).
-std::pair<int, json> Post(httplib::Client& client, const std::string& path, const std::string& body) {
-  auto reply = client.Post(path.c_str(), body, "application/json");
-  if (!reply) return {-1, json()};
-  return {reply->status, json::parse(reply->body, nullptr, false)};
-}
-
 // POSTs body and hands the reply's body to receive as it arrives; receive returning false
 // hangs up.
 httplib::Result PostStreaming(httplib::Client& client, const std::string& path, const std::string& body,
