@@ -18,6 +18,17 @@ constexpr int kMaxPoolSize = 64;
 // After a failed create, the next waits this long, doubling up to the most.
 constexpr auto kFirstBackoff = std::chrono::milliseconds(250);
 constexpr auto kMostBackoff = std::chrono::seconds(30);
+// A refill (a create, a removal) costs about what a run does: while runs taken from the pool are
+// in flight it waits, so as not to slow them, but never longer than this.
+constexpr auto kYieldToRuns = std::chrono::seconds(1);
+// Run in each new pooled sandbox before it is offered, so that the first request does not pay
+// for a cold page cache (in a VM, the guest's) or, under emulation, for translating the
+// interpreter. Python only: under TCG a node run evicts python's translations from QEMU's
+// cache, and a run of python after it is as slow as a first one. An image without python3 is
+// left cold.
+constexpr const char* kWarmUp = "[ -x /usr/bin/python3 ] && exec /usr/bin/python3 -c 'print(0)'; true";
+constexpr int64_t kWarmUpTimeoutMs = 120000;
+constexpr int kWarmUpExecs = 2;
 
 Error PoolError(const std::string& text, const std::string& reason) {
   return Error::Field("--pool", fmt::format("{:?}: {}", text, reason));
@@ -104,7 +115,8 @@ std::optional<std::string> WarmPool::Take(const RunSpec& spec) {
     if (pool.ready.empty() || !PoolServes(pool.option.spec, spec)) continue;
     std::string id = std::move(pool.ready.front());
     pool.ready.pop_front();
-    wake_.notify_all();
+    if (in_use_++ == 0) quiet_after_ = std::chrono::steady_clock::now() + kYieldToRuns;
+    wake_.notify_all();  // to refill once quiet_after_ has passed, if the run is still going
     return id;
   }
   return std::nullopt;
@@ -114,6 +126,7 @@ void WarmPool::Discard(std::string id) {
   {
     std::lock_guard lock(mutex_);
     discarded_.push_back(std::move(id));
+    if (--in_use_ == 0) quiet_after_ = {};
   }
   wake_.notify_all();
 }
@@ -131,11 +144,12 @@ void WarmPool::Refill() {
   std::unique_lock lock(mutex_);
   while (!stopping_) {
     if (RefillStep(lock)) continue;
-    // Nothing to do now: wait for a take, a discard, the stop, or a backoff's end.
+    // Nothing to do now: wait for a take, a discard, the stop, or a backoff's or the runs' end.
     auto until = std::chrono::steady_clock::time_point::max();
     for (const Pool& pool : pools_) {
-      if (static_cast<int>(pool.ready.size()) < pool.option.size) until = std::min(until, pool.next_try);
+      if (static_cast<int>(pool.ready.size()) < pool.option.size) until = std::min(until, std::max(pool.next_try, quiet_after_));
     }
+    if (!discarded_.empty()) until = std::min(until, quiet_after_);
     if (until == std::chrono::steady_clock::time_point::max()) {
       wake_.wait(lock);
     } else {
@@ -144,7 +158,23 @@ void WarmPool::Refill() {
   }
 }
 
+bool WarmPool::WarmUp(const std::string& id) {
+  persist::ExecOrder order;
+  order.argv = {"/bin/sh", "-c", kWarmUp};
+  order.timeout_ms = kWarmUpTimeoutMs;
+  RunResult result;
+  for (int i = 0; i < kWarmUpExecs && result.status != Status::kSetupError; ++i) {
+    result = persist::ExecInSandbox(id, order, ExecIo{}, launcher_.cancel_fd);
+  }
+  // A sandbox whose exec is refused is dead; one with no sh (a distroless image) is merely cold.
+  if (result.status != Status::kSetupError) return true;
+  fmt::print(stderr, "smolbox serve: pool: sandbox {} failed its warm-up: {}\n", id, result.error);
+  return false;
+}
+
 bool WarmPool::RefillStep(std::unique_lock<std::mutex>& lock) {
+  auto now = std::chrono::steady_clock::now();
+  if (now < quiet_after_) return false;
   // Used sandboxes go first: they hold memory and a keeper each.
   if (!discarded_.empty()) {
     std::string id = std::move(discarded_.front());
@@ -155,7 +185,6 @@ bool WarmPool::RefillStep(std::unique_lock<std::mutex>& lock) {
     lock.lock();
     return true;
   }
-  auto now = std::chrono::steady_clock::now();
   for (Pool& pool : pools_) {  // pools_ never changes size: the reference outlives the unlock
     if (static_cast<int>(pool.ready.size()) >= pool.option.size || now < pool.next_try) continue;
     auto id = NewSandboxId();
@@ -168,6 +197,13 @@ bool WarmPool::RefillStep(std::unique_lock<std::mutex>& lock) {
     auto setup = launcher_.Create(*id, pool.option.create_json);
     lock.lock();
     if (setup) {
+      lock.unlock();
+      bool usable = WarmUp(*id);
+      lock.lock();
+      if (!usable) {
+        discarded_.push_back(*id);
+        return true;
+      }
       pool.failures = 0;
       (stopping_ ? discarded_ : pool.ready).push_back(*id);
     } else {

@@ -14,6 +14,7 @@
 // exec'd into by id, and do not count against --max-sandboxes.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <mutex>
@@ -73,6 +74,8 @@ class WarmPool {
   };
 
   void Refill();
+  // Starts the interpreters once in a new sandbox; false when the sandbox turned out dead.
+  bool WarmUp(const std::string& id);
   // One step of the refill thread's work, done without the lock; false when there is none.
   bool RefillStep(std::unique_lock<std::mutex>& lock);
 
@@ -81,6 +84,8 @@ class WarmPool {
   std::condition_variable wake_;
   std::vector<Pool> pools_;
   std::deque<std::string> discarded_;
+  int in_use_ = 0;  // sandboxes taken and not handed back
+  std::chrono::steady_clock::time_point quiet_after_{};  // no refill before, while runs are in flight
   bool stopping_ = false;
   std::thread thread_;
 };
