@@ -23,8 +23,9 @@ namespace {
 
 const std::string kCatalog = std::string(SMOLVM_CHECK_SOURCE_DIR) + "/adversarial/catalog.json";
 
-// The persistent sandboxes a bench made for its warm rows (smolbox ls).
-std::set<std::string> BenchSandboxes() {
+// The persistent sandboxes a bench made for its warm rows (bench-...) or its API servers made
+// (api-...), from smolbox ls.
+std::set<std::string> BenchSandboxes(const std::string& prefix = "bench-") {
   std::set<std::string> names;
   auto ls = RunCaptured({std::string(SMOLBOX_BIN_DIR) + "/smolbox", "ls", "--json"});
   if (!ls) return names;
@@ -32,7 +33,7 @@ std::set<std::string> BenchSandboxes() {
   if (!list.is_array()) return names;
   for (const auto& box : list) {
     std::string name = box.value("name", "");
-    if (name.starts_with("bench-")) names.insert(name);
+    if (name.starts_with(prefix)) names.insert(name);
   }
   return names;
 }
@@ -114,7 +115,7 @@ TEST(BenchReports, render_the_table_the_chart_and_the_failures) {
 TEST(BenchWorkloads, the_transform_converts_10_mb_of_csv) {
   auto catalog = LoadCatalog(kCatalog);
   ASSERT_TRUE(catalog) << catalog.error().ToString();
-  auto workloads = BenchWorkloads(*catalog, "python", {.transform = true, .egress = false});
+  auto workloads = BenchWorkloads(*catalog, "python", {.transform = true, .egress = false, .api = false});
   ASSERT_TRUE(workloads) << workloads.error().ToString();
   ASSERT_EQ(workloads->size(), 3u);
   EXPECT_FALSE((*workloads)[0].warm);
@@ -129,13 +130,26 @@ TEST(BenchWorkloads, the_transform_converts_10_mb_of_csv) {
   EXPECT_TRUE(transform.expect.stdout_contains[0].starts_with("CONVERTED ")) << transform.expect.stdout_contains[0];
   auto js = BenchWorkloads(*catalog, "js", {});
   ASSERT_TRUE(js);
-  EXPECT_EQ(js->size(), 2u) << "the transform and the egress fetches are Python's";
+  EXPECT_EQ(js->size(), 2u) << "the transform, the egress fetches and the API rows are Python's";
+}
+
+TEST(BenchWorkloads, the_api_rows_are_a_pooled_run_a_run_of_its_own_and_an_exec) {
+  auto catalog = LoadCatalog(kCatalog);
+  ASSERT_TRUE(catalog) << catalog.error().ToString();
+  auto workloads = BenchWorkloads(*catalog, "python", {.transform = false, .egress = false, .api = true});
+  ASSERT_TRUE(workloads) << workloads.error().ToString();
+  ASSERT_EQ(workloads->size(), 5u);
+  EXPECT_EQ((*workloads)[2].api, ApiPath::kPooledRun);
+  EXPECT_EQ((*workloads)[3].api, ApiPath::kRun);
+  EXPECT_EQ((*workloads)[4].api, ApiPath::kExec);
+  EXPECT_EQ((*workloads)[2].name, "python print(42), API run, pooled");
+  for (size_t i = 0; i < 2; ++i) EXPECT_FALSE((*workloads)[i].api) << (*workloads)[i].name;
 }
 
 TEST(BenchWorkloads, the_egress_fetches_are_200_gets_and_100_mb_measured_by_the_workload) {
   auto catalog = LoadCatalog(kCatalog);
   ASSERT_TRUE(catalog) << catalog.error().ToString();
-  auto workloads = BenchWorkloads(*catalog, "python", {.transform = false, .egress = true});
+  auto workloads = BenchWorkloads(*catalog, "python", {.transform = false, .egress = true, .api = false});
   ASSERT_TRUE(workloads) << workloads.error().ToString();
   ASSERT_EQ(workloads->size(), 4u);
   const Workload& get = (*workloads)[2];
@@ -162,7 +176,8 @@ TEST(BenchCommand, times_the_bare_interpreter_and_the_namespace_sandbox_side_by_
   ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
   ASSERT_TRUE(run.report.is_object()) << run.out;
   EXPECT_EQ(run.report["baseline"], "null");
-  ASSERT_EQ(run.report["rows"].size(), 6u) << "python hello cold and warm, and the transform, on two sandboxes";
+  ASSERT_EQ(run.report["rows"].size(), 12u)
+      << "python hello cold and warm, the transform, and the three API rows, on two sandboxes";
   for (const auto& row : run.report["rows"]) {
     EXPECT_EQ(row["samples"].size(), 3u) << row.dump();
     EXPECT_EQ(row["unit"], "ms");
@@ -172,7 +187,10 @@ TEST(BenchCommand, times_the_bare_interpreter_and_the_namespace_sandbox_side_by_
   EXPECT_EQ(run.report["rows"][3]["sandbox"], "smolbox:ns");
   // Each sandbox row's ratio is its p50 over the bare interpreter's for the same workload. How
   // large it is is the bench's finding, not this test's: three runs are within each other's noise.
-  for (int base : {0, 2, 4}) {
+  // A pooled sample that the pool did not serve would be a failure, and no sample.
+  EXPECT_EQ(run.report["rows"][7]["workload"], "python print(42), API run, pooled");
+  EXPECT_EQ(run.report["rows"][7]["sandbox"], "smolbox:ns");
+  for (int base : {0, 2, 4, 6, 8, 10}) {
     const auto& bare = run.report["rows"][base];
     const auto& boxed = run.report["rows"][base + 1];
     EXPECT_EQ(bare["ratio_to_baseline"], 1.0);
@@ -184,6 +202,7 @@ TEST(BenchCommand, times_the_bare_interpreter_and_the_namespace_sandbox_side_by_
     EXPECT_TRUE(std::filesystem::exists(dir + "/" + file)) << file;
   }
   EXPECT_EQ(BenchSandboxes(), before) << "the warm sandbox is removed at the end";
+  EXPECT_TRUE(BenchSandboxes("api-").empty()) << "the API servers' sandboxes outlived the bench";
 }
 
 // The egress issue's figures, in one run against the same fetch with no sandbox. Their size is
@@ -215,7 +234,7 @@ TEST(BenchCommand, times_the_bare_fetch_and_the_fetch_through_the_gateway_side_b
   EXPECT_EQ(boxed["delta_to_baseline"].get<int64_t>(), boxed["p50"].get<int64_t>() - bare["p50"].get<int64_t>());
 }
 
-TEST(BenchCommand, sigterm_ends_it_early_and_removes_its_warm_sandboxes) {
+TEST(BenchCommand, sigterm_ends_it_early_and_removes_its_warm_sandboxes_and_api_servers) {
   auto before = BenchSandboxes();
   pid_t pid = fork();
   if (pid == 0) {
@@ -230,12 +249,16 @@ TEST(BenchCommand, sigterm_ends_it_early_and_removes_its_warm_sandboxes) {
   // Until its warm sandbox exists, then a moment into the runs.
   for (int i = 0; i < 100 && BenchSandboxes() == before; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
   EXPECT_NE(BenchSandboxes(), before) << "the warm sandbox never appeared";
+  // And its API servers' pools.
+  for (int i = 0; i < 300 && BenchSandboxes("api-").empty(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_FALSE(BenchSandboxes("api-").empty()) << "the API servers' pools never appeared";
   std::this_thread::sleep_for(std::chrono::milliseconds(500));
   kill(pid, SIGTERM);
   int status = 0;
   waitpid(pid, &status, 0);
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 128 + SIGTERM) << status;
   EXPECT_EQ(BenchSandboxes(), before);
+  EXPECT_TRUE(BenchSandboxes("api-").empty()) << "the API servers' sandboxes outlived the bench";
 }
 
 class BenchPeer : public ::testing::TestWithParam<const char*> {};

@@ -58,7 +58,7 @@ Expected<Workload> TransformWorkload(const Catalog& catalog) {
   c.limits["timeout_ms"] = kTransformTimeoutMs;
   c.limits["storage_mib"] = kTransformStorageMiB;
   c.limits["memory_mib"] = kTransformMemoryMiB;
-  return Workload{"python csv->json 10 MB", std::move(c), false, "", "ms"};
+  return Workload{"python csv->json 10 MB", std::move(c), false, "", "ms", std::nullopt};
 }
 
 // The catalog's timed egress case, with the bench's count or size, measured by the workload.
@@ -71,7 +71,7 @@ Expected<Workload> EgressWorkload(const Catalog& catalog, const std::string& id,
   c.expect.stdout_contains = {"CONTROL ok"};
   c.expect.max_wall_ms = 0;
   c.limits["timeout_ms"] = kEgressTimeoutMs;
-  return Workload{std::move(name), std::move(c), false, std::move(measure), std::move(unit)};
+  return Workload{std::move(name), std::move(c), false, std::move(measure), std::move(unit), std::nullopt};
 }
 
 Expected<std::vector<Workload>> EgressWorkloads(const Catalog& catalog) {
@@ -109,7 +109,8 @@ Expected<std::vector<Workload>> BenchWorkloads(const Catalog& catalog, const std
   const Case* hello = FindCase(catalog, id);
   if (hello == nullptr) return std::unexpected(Error{"catalog", "has no " + id, 0});
   std::string name = lang == "js" ? "node hello" : "python hello";
-  std::vector<Workload> workloads = {{name, *hello, false, "", "ms"}, {name + ", warm exec", *hello, true, "", "ms"}};
+  std::vector<Workload> workloads = {{name, *hello, false, "", "ms", std::nullopt},
+                                     {name + ", warm exec", *hello, true, "", "ms", std::nullopt}};
   if (choice.transform && lang == "python") {
     SMOLBOX_ASSIGN_OR_RETURN(auto transform, TransformWorkload(catalog));
     workloads.push_back(std::move(transform));
@@ -117,6 +118,12 @@ Expected<std::vector<Workload>> BenchWorkloads(const Catalog& catalog, const std
   if (choice.egress && lang == "python") {
     SMOLBOX_ASSIGN_OR_RETURN(auto egress, EgressWorkloads(catalog));
     workloads.insert(workloads.end(), egress.begin(), egress.end());
+  }
+  if (choice.api && lang == "python") {
+    for (auto [path, label] : {std::pair{ApiPath::kPooledRun, "API run, pooled"}, std::pair{ApiPath::kRun, "API run"},
+                               std::pair{ApiPath::kExec, "API exec"}}) {
+      workloads.push_back({fmt::format("python print(42), {}", label), *hello, false, "", "ms", path});
+    }
   }
   return workloads;
 }
@@ -148,17 +155,21 @@ void Summarize(BenchReport& report) {
 namespace {
 
 // (workload, sandbox) -> its row in report.rows, or -1: a warm workload has rows only where
-// there is a warm path. any_warm says whether any row is warm.
+// there is a warm path, an API one where there is an API. any_warm and any_api say whether any
+// row is of each.
 std::vector<std::vector<int>> PlanRows(const BenchPlan& plan, const std::vector<Profile>& profiles,
-                                       BenchReport& report, bool& any_warm) {
+                                       BenchReport& report, bool& any_warm, bool& any_api) {
   std::vector<std::vector<int>> row_of(plan.workloads.size(), std::vector<int>(plan.sandboxes.size(), -1));
   any_warm = false;
+  any_api = false;
   for (size_t w = 0; w < plan.workloads.size(); ++w) {
     for (size_t s = 0; s < plan.sandboxes.size(); ++s) {
       const Workload& workload = plan.workloads[w];
       if (workload.warm && !HasWarmPath(profiles[s])) continue;
+      if (workload.api && !HasApiPath(profiles[s])) continue;
       if (CannotExpressEgress(profiles[s], workload.c)) continue;
       any_warm |= workload.warm;
+      any_api |= workload.api.has_value();
       row_of[w][s] = static_cast<int>(report.rows.size());
       BenchRow row;
       row.sandbox = plan.sandboxes[s];
@@ -189,11 +200,37 @@ WarmSandboxes PrepareWarm(const BenchPlan& plan, const std::vector<Profile>& pro
   return warm;
 }
 
-// One sample, in the workload's unit: a warm exec into the row's persistent sandbox, or a whole
-// cold run of the case, timed or measured. failure is left empty when the sample passed.
+// The API servers of each sandbox with an API path, for all its API samples, or why not.
+struct ApiBenches {
+  std::vector<std::unique_ptr<ApiBench>> bench;
+  std::vector<std::string> error;
+};
+
+ApiBenches PrepareApi(const BenchPlan& plan, const std::vector<Profile>& profiles, bool any_api) {
+  ApiBenches api{std::vector<std::unique_ptr<ApiBench>>(plan.sandboxes.size()),
+                 std::vector<std::string>(plan.sandboxes.size())};
+  for (size_t s = 0; any_api && s < plan.sandboxes.size(); ++s) {
+    if (!HasApiPath(profiles[s])) continue;
+    auto started = ApiBench::Start(profiles[s]);
+    if (started) api.bench[s] = std::move(*started);
+    else api.error[s] = started.error().ToString();
+  }
+  return api;
+}
+
+// One sample, in the workload's unit: a warm exec into the row's persistent sandbox, a request
+// to the row's API server, or a whole cold run of the case, timed or measured. failure is left
+// empty when the sample passed.
 int64_t TakeSample(const Workload& workload, const Profile& profile, size_t s,
-                   const WarmSandboxes& warm, const std::string& payload_dir,
+                   const WarmSandboxes& warm, const ApiBenches& api, const std::string& payload_dir,
                    const RunOptions& options, std::string& failure) {
+  if (workload.api) {
+    auto sample = api.bench[s] ? api.bench[s]->Sample(*workload.api)
+                               : std::unexpected(Error{"API server", api.error[s], 0});
+    if (sample) return *sample;
+    failure = sample.error().ToString();
+    return 0;
+  }
   if (workload.warm) {
     auto sample = warm.sandbox[s] ? warm.sandbox[s]->Sample(profile, workload.c)
                                   : std::unexpected(Error{"warm sandbox", warm.error[s], 0});
@@ -220,9 +257,10 @@ BenchReport RunBench(const BenchPlan& plan, const std::vector<Profile>& profiles
   BenchReport report;
   report.runs = plan.runs;
   report.baseline = plan.sandboxes.empty() ? "" : plan.sandboxes.front();
-  bool any_warm = false;
-  std::vector<std::vector<int>> row_of = PlanRows(plan, profiles, report, any_warm);
+  bool any_warm = false, any_api = false;
+  std::vector<std::vector<int>> row_of = PlanRows(plan, profiles, report, any_warm, any_api);
   WarmSandboxes warm = PrepareWarm(plan, profiles, payload_dir, any_warm);
+  ApiBenches api = PrepareApi(plan, profiles, any_api);
   RunOptions options;
   options.jobs = 1;
   options.work_root = work_root;
@@ -246,7 +284,7 @@ BenchReport RunBench(const BenchPlan& plan, const std::vector<Profile>& profiles
         if (row_of[w][s] < 0 || Interrupted()) continue;
         BenchRow& into = report.rows[static_cast<size_t>(row_of[w][s])];
         std::string failure;
-        int64_t sample = TakeSample(plan.workloads[w], profiles[s], s, warm, payload_dir, options, failure);
+        int64_t sample = TakeSample(plan.workloads[w], profiles[s], s, warm, api, payload_dir, options, failure);
         if (failure.empty()) into.samples.push_back(sample);
         else into.failures.push_back(fmt::format("run {}: {}", run, failure));
         if (on_sample) {
@@ -279,7 +317,9 @@ std::string ToMarkdown(const BenchReport& report) {
   std::string out = fmt::format("# smolvm-check bench, {}\n\n", report.started);
   out += fmt::format("{} runs per row, interleaved; wall time in ms of one whole sandbox invocation (cold) or of "
                      "one `smolbox exec` into a sandbox created beforehand (warm exec; the baseline runs the "
-                     "interpreter directly); the egress rows give what the workload measured of its own fetches "
+                     "interpreter directly); the API rows time one request to `smolbox serve` from the client, "
+                     "a run from a warm pool, a run that starts its own sandbox, and an exec into a created one "
+                     "(the baseline runs `python3 -c 'print(42)'` directly); the egress rows give what the workload measured of its own fetches "
                      "on the test internet (a GET's median in µs, a download's rate in kB/s); ratio and delta: "
                      "p50 over, and minus, {}'s p50 for the same workload.\n\n",
                      report.runs, report.baseline);

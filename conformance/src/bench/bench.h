@@ -24,6 +24,7 @@
 #include <nlohmann/json.hpp>
 
 #include "battery/catalog.h"
+#include "bench/api_bench.h"
 #include "launch/profile.h"
 #include "smolbox/error.h"
 
@@ -41,14 +42,18 @@ struct Workload {
   // own fetches, so that the sandbox's start-up is not in the figure.
   std::string measure;
   std::string unit = "ms";
+  // Or timed as a request to smolbox serve (api_bench.h), on smolbox's sandboxes; null runs the
+  // same command bare.
+  std::optional<ApiPath> api;
 };
 
 // Which workloads: every language has its hello cold and warm; Python adds the 10 MB
-// CSV-to-JSON transform and the egress fetches (a 1 KiB GET, a 100 MB download) on the test
-// internet, each where asked.
+// CSV-to-JSON transform, the egress fetches (a 1 KiB GET, a 100 MB download) on the test
+// internet, and print(42) through the HTTP API, each where asked.
 struct WorkloadChoice {
   bool transform = true;
   bool egress = true;
+  bool api = true;
 };
 Expected<std::vector<Workload>> BenchWorkloads(const Catalog& catalog, const std::string& lang,
                                                const WorkloadChoice& choice);

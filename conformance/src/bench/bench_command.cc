@@ -26,6 +26,7 @@ struct BenchFlags {
   int runs = 10;
   bool no_transform = false;
   bool no_egress = false;
+  bool no_api = false;
   std::string report_dir;
   bool json = false;
   std::string catalog = std::string(SMOLVM_CHECK_SOURCE_DIR) + "/adversarial/catalog.json";
@@ -61,7 +62,7 @@ int RunBenchCommand(const BenchFlags& flags) {
   auto catalog = LoadCatalog(flags.catalog);
   if (!catalog) return fmt::print(stderr, "smolvm-check: {}\n", catalog.error().ToString()), 2;
   std::vector<Workload> workloads;
-  WorkloadChoice choice{!flags.no_transform, !flags.no_egress};
+  WorkloadChoice choice{!flags.no_transform, !flags.no_egress, !flags.no_api};
   if (choice.egress && geteuid() != 0) {
     fmt::print(stderr, "smolvm-check: bench: the egress workloads need root, for the test internet's network "
                        "namespaces; they are left out\n");
@@ -115,8 +116,9 @@ int RunBenchCommand(const BenchFlags& flags) {
 
 void AddBenchCommand(CLI::App& app, int& exit_code) {
   CLI::App* bench = app.add_subcommand(
-      "bench", "Time cold starts, warm execs into a persistent sandbox, a 10 MB CSV-to-JSON transform and egress "
-               "fetches (a 1 KiB GET, a 100 MB download) on the test internet, side by side, interleaved");
+      "bench", "Time cold starts, warm execs into a persistent sandbox, a 10 MB CSV-to-JSON transform, egress "
+               "fetches (a 1 KiB GET, a 100 MB download) on the test internet and requests to the HTTP API, side by "
+               "side, interleaved");
   auto flags = std::make_shared<BenchFlags>();
   bench->add_option("--sandbox", flags->sandboxes,
                     "Repeatable; the first is the baseline (default: null, the smolbox backends this "
@@ -127,6 +129,9 @@ void AddBenchCommand(CLI::App& app, int& exit_code) {
   bench->add_flag("--no-egress", flags->no_egress,
                   "Leave out the egress fetches (they need root; a sandbox whose profile cannot give an egress "
                   "policy has no row for them)");
+  bench->add_flag("--no-api", flags->no_api,
+                  "Leave out the HTTP API rows (python print(42) through smolbox serve: a run from a warm pool, a "
+                  "run of its own, an exec into a created sandbox)");
   bench->add_option("--report-dir", flags->report_dir, "Write bench.json, bench.md and bench.svg here");
   bench->add_flag("--json", flags->json, "Print bench.json instead of the table");
   bench->add_option("--catalog", flags->catalog, "The battery's catalog.json")->capture_default_str();

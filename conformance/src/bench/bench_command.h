@@ -1,7 +1,8 @@
-// `smolvm-check bench`: cold-start and transform times of sandboxes on this host, side by side.
+// `smolvm-check bench`: cold-start, warm-exec, transform, egress and API times of sandboxes on
+// this host, side by side.
 //
 //   smolvm-check bench [--sandbox S ...] [--lang python|js] [--runs N] [--no-transform]
-//                      [--report-dir DIR] [--json]
+//                      [--no-egress] [--no-api] [--report-dir DIR] [--json]
 //
 // Without --sandbox: null (the bare interpreter, the baseline), smolbox:ns, the vm backend this
 // host can run (smolbox:vm on KVM, else smolbox:vm-tcg), and bwrap and runsc where installed.
