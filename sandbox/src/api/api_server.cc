@@ -223,6 +223,15 @@ class Api {
     } else {
       server = std::make_unique<httplib::Server>();
     }
+    // SO_REUSEADDR, to listen again soon after a stop, but never the library's SO_REUSEPORT,
+    // which would let a second server on the port share its connections. The socket is kept to
+    // widen the library's backlog below.
+    auto socket_fd = std::make_shared<int>(-1);
+    server->set_socket_options([socket_fd](int sock) {
+      int yes = 1;
+      setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+      *socket_fd = sock;
+    });
     int threads = options_.max_concurrent_execs + kSpareThreads;
     server->new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
     server->set_payload_max_length(options_.max_body);
@@ -242,6 +251,11 @@ class Api {
       bool ok = server->bind_to_port(address.path, 80);
       umask(old);
       if (!ok) return std::unexpected(Error{"--listen", "cannot bind " + address.path, errno});
+    }
+    // The library listens with a backlog of 5, so that a burst of clients connecting at once
+    // would be refused; listen again, as Linux allows, with the system's most.
+    if (*socket_fd >= 0 && listen(*socket_fd, SOMAXCONN) != 0) {
+      return std::unexpected(Error{"--listen", "cannot listen on " + bound.ToString(), errno});
     }
     fmt::print("smolbox serve: listening on {}\n", bound.ToString());
     std::fflush(stdout);
