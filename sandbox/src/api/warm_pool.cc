@@ -195,19 +195,15 @@ bool WarmPool::RefillStep(std::unique_lock<std::mutex>& lock) {
     }
     lock.unlock();
     auto setup = launcher_.Create(*id, pool.option.create_json);
+    bool created = setup.has_value();  // a failed create leaves nothing; a failed warm-up does
+    if (created && !WarmUp(*id)) setup = std::unexpected(Error::Field("sandbox", "died in its warm-up"));
     lock.lock();
     if (setup) {
-      lock.unlock();
-      bool usable = WarmUp(*id);
-      lock.lock();
-      if (!usable) {
-        discarded_.push_back(*id);
-        return true;
-      }
       pool.failures = 0;
       (stopping_ ? discarded_ : pool.ready).push_back(*id);
     } else {
       // A pool that cannot be filled serves nothing; requests start their own sandboxes.
+      if (created) discarded_.push_back(*id);
       auto wait = std::min<std::chrono::milliseconds>(kMostBackoff, kFirstBackoff * (1 << std::min(pool.failures, 7)));
       ++pool.failures;
       pool.next_try = std::chrono::steady_clock::now() + wait;
