@@ -204,6 +204,33 @@ TEST(Persistent, a_second_exec_while_one_runs_is_told_the_sandbox_is_busy) {
   EXPECT_EQ(after.result.value("stdout", ""), "after\n") << after.err;
 }
 
+// A process that is not smolbox holding a sandbox's lock (one of the same user's: no other user
+// can reach the sandboxes' directory, 0700) makes the sandbox busy, not broken: exec and rm are
+// refused as busy, and rm --force still removes all of it.
+TEST(Persistent, a_foreign_lock_holder_makes_it_busy_and_rm_force_still_removes_it) {
+  Sandbox box({"--backend", "ns"});
+  ASSERT_EQ(box.created().exit_code, 0) << box.created().err;
+  pid_t keeper = KeeperPid(box.name());
+  UniqueFd lock_fd(open((std::string(kSandboxes) + "/" + box.name() + "/lock").c_str(), O_RDWR | O_CLOEXEC));
+  ASSERT_TRUE(lock_fd.valid());
+  struct flock lock{};
+  lock.l_type = F_WRLCK;
+  lock.l_whence = SEEK_SET;
+  ASSERT_EQ(fcntl(lock_fd.get(), F_OFD_SETLK, &lock), 0);
+  EXPECT_EQ(Listed(box.name()).value("status", ""), "busy");
+  auto exec = Exec(box.name(), {}, {"/bin/echo", "ran"});
+  EXPECT_EQ(exec.exit_code, 125);
+  EXPECT_NE(exec.result.value("error", "").find("busy"), std::string::npos) << exec.out;
+  auto rm = RunSmolbox({"rm", box.name()});
+  EXPECT_EQ(rm.exit_code, 125);
+  EXPECT_NE(rm.err.find("--force"), std::string::npos) << rm.err;
+  auto forced = RunSmolbox({"rm", "--force", box.name()});
+  EXPECT_EQ(forced.exit_code, 0) << forced.err;
+  EXPECT_FALSE(std::filesystem::exists(std::string(kSandboxes) + "/" + box.name()));
+  WaitUntil([&] { return !Running(keeper); }, std::chrono::seconds(10));
+  EXPECT_FALSE(Running(keeper)) << "the keeper outlived rm --force";
+}
+
 TEST(Persistent, listing_a_sandbox_never_makes_an_exec_that_starts_meanwhile_busy) {
   Sandbox box({"--backend", "ns"});
   ASSERT_EQ(box.created().exit_code, 0) << box.created().err;
