@@ -93,31 +93,67 @@ Expected<void> CopyLinkAsIs(int from_dir, const std::string& name, const struct 
 
 mode_t PermissionBits() { return SMOLBOX_PROTECTED("copyback_sanitizer") ? kPermissionBits : 07777; }
 
-// Writes `from` into `to_dir/name` via a temporary name and rename: rename replaces whatever
-// entry is there (even a symlink) without following it.
+// A name for a file of ours in the user's directory for an instant; hidden, and unlikely to clash.
+std::string TempName(const std::string& name) {
+  return fmt::format(".smolbox-{}-{}", std::random_device{}(), name).substr(0, 250);
+}
+
+// An unnamed file in dir (O_TMPFILE), or, where its filesystem has none, one under a temporary
+// name; temp is that name, or empty.
+Expected<UniqueFd> CreateUnlinked(int dir, const std::string& name, std::string& temp) {
+  UniqueFd fd(openat(dir, ".", O_TMPFILE | O_WRONLY | O_CLOEXEC, 0600));
+  if (fd.valid()) return fd;
+  if (errno != EOPNOTSUPP && errno != EISDIR && errno != EINVAL) return std::unexpected(Error::Sys("create " + name));
+  temp = TempName(name);
+  fd.Reset(openat(dir, temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
+  if (!fd.valid()) return std::unexpected(Error::Sys("create " + temp));
+  return fd;
+}
+
+// Gives the whole file `fd` the name `name` in dir, replacing whatever entry is there (even a
+// symlink) without following it.
+Expected<void> Install(int fd, int dir, const std::string& name, std::string& temp) {
+  if (temp.empty()) {
+    std::string self = fmt::format("/proc/self/fd/{}", fd);
+    if (linkat(AT_FDCWD, self.c_str(), dir, name.c_str(), AT_SYMLINK_FOLLOW) == 0) return {};
+    if (errno != EEXIST) return std::unexpected(Error::Sys("install " + name));
+    // Replacing an entry takes a rename, and a rename a name: a whole file gets one for an instant.
+    temp = TempName(name);
+    if (linkat(AT_FDCWD, self.c_str(), dir, temp.c_str(), AT_SYMLINK_FOLLOW) != 0) {
+      Error e = Error::Sys("install " + name);
+      temp.clear();
+      return std::unexpected(e);
+    }
+  }
+  if (renameat(dir, temp.c_str(), dir, name.c_str()) != 0) return std::unexpected(Error::Sys("install " + name));
+  temp.clear();
+  return {};
+}
+
+// Writes `from` into `to_dir/name`. The copy is written into an unnamed file that gets its name
+// only when whole, so that a runtime killed mid-copy leaves nothing half-written in the volume.
 Expected<void> CopyFile(int from_dir, const std::string& name, const struct stat& st, int to_dir,
                         Owner owner) {
   UniqueFd in(openat(from_dir, name.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
   if (!in.valid()) return std::unexpected(Error::Sys("open " + name));
-  std::string temp = fmt::format(".smolbox-{}-{}", std::random_device{}(), name).substr(0, 250);
-  UniqueFd out(openat(to_dir, temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
-  if (!out.valid()) return std::unexpected(Error::Sys("create " + temp));
+  std::string temp;
+  SMOLBOX_ASSIGN_OR_RETURN(UniqueFd out, CreateUnlinked(to_dir, name, temp));
+  auto fail = [&](Error e) -> Expected<void> {
+    if (!temp.empty()) unlinkat(to_dir, temp.c_str(), 0);
+    return std::unexpected(std::move(e));
+  };
   off_t remaining = st.st_size;
   while (remaining > 0) {
     ssize_t n = sendfile(out.get(), in.get(), nullptr, static_cast<size_t>(std::min<off_t>(remaining, 1 << 30)));
-    if (n <= 0) {
-      unlinkat(to_dir, temp.c_str(), 0);
-      return std::unexpected(Error::Sys("copy " + name));
-    }
+    if (n <= 0) return fail(Error::Sys("copy " + name));
     remaining -= n;
   }
   timespec times[2] = {st.st_atim, st.st_mtim};
   if (fchown(out.get(), owner.uid, owner.gid) != 0 || fchmod(out.get(), st.st_mode & PermissionBits()) != 0 ||
-      futimens(out.get(), times) != 0 || renameat(to_dir, temp.c_str(), to_dir, name.c_str()) != 0) {
-    Error e = Error::Sys("install " + name);
-    unlinkat(to_dir, temp.c_str(), 0);
-    return std::unexpected(e);
+      futimens(out.get(), times) != 0) {
+    return fail(Error::Sys("install " + name));
   }
+  if (auto installed = Install(out.get(), to_dir, name, temp); !installed) return fail(installed.error());
   return {};
 }
 

@@ -27,6 +27,9 @@ std::string RandomId() {
 
 std::string RunsDir(const std::string& root) { return root + "/runs"; }
 
+// A run dir being made is named "<this><pid>-<start time>-<id>" until it is whole.
+constexpr std::string_view kStagingPrefix = ".new-";
+
 void RemoveRunDir(const std::string& path) {
   // The storage is mounted here only for an instant during setup; a runtime killed in that
   // instant leaves the mount behind.
@@ -34,8 +37,20 @@ void RemoveRunDir(const std::string& path) {
   rmdir((path + "/storage").c_str());
   rmdir((path + "/root").c_str());
   unlink((path + "/owner").c_str());
-  unlink((path + "/owner.new").c_str());
   rmdir(path.c_str());
+}
+
+bool ProcessAlive(int pid, unsigned long long start) {
+  auto now = ProcessStartTime(pid);
+  return now && *now == start;
+}
+
+// For a run dir still being made, "<prefix><pid>-<start>-<id>": whether its runtime lives.
+bool StagingOwnerAlive(const std::string& name) {
+  int pid = 0;
+  unsigned long long start = 0;
+  if (sscanf(name.c_str() + kStagingPrefix.size(), "%d-%llu-", &pid, &start) != 2 || pid <= 0) return false;
+  return ProcessAlive(pid, start);
 }
 
 // True when the runtime that wrote `owner` is still running.
@@ -44,12 +59,12 @@ bool OwnerAlive(const std::string& run_path) {
   int pid = 0;
   unsigned long long start = 0;
   if (!(in >> pid >> start) || pid <= 0) {
-    // No owner yet, or not a whole one: a runtime starting right now, unless the dir is old.
+    // A run dir comes whole with its owner (RunDir::Create); one without, or with a partial
+    // one, is damaged or an older runtime's that is starting right now. Old, it is litter.
     struct stat st{};
     return lstat(run_path.c_str(), &st) == 0 && time(nullptr) - st.st_mtime < 60;
   }
-  auto now = ProcessStartTime(pid);
-  return now && *now == start;
+  return ProcessAlive(pid, start);
 }
 
 }  // namespace
@@ -99,24 +114,18 @@ Expected<RunDir> RunDir::Create() {
   SMOLBOX_ASSIGN_OR_RETURN(auto root, StateRoot());
   std::string id = RandomId();
   std::string path = RunsDir(root) + "/" + id;
-  if (mkdir(path.c_str(), 0711) != 0) return std::unexpected(Error::Sys("mkdir " + path));
-  RunDir dir(id, path);
-  if (mkdir(dir.RootMountpoint().c_str(), 0755) != 0) {
-    return std::unexpected(Error::Sys("mkdir " + dir.RootMountpoint()));
-  }
   SMOLBOX_ASSIGN_OR_RETURN(auto start, ProcessStartTime(getpid()));
-  // Written aside and renamed into place: a concurrent sweep must never read a half-written
-  // owner, which it would take for a dead runtime's and remove the run dir under us.
-  std::string content = fmt::format("{} {}\n", getpid(), start);
-  std::string staged = path + "/owner.new";
-  int fd = open(staged.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
-  if (fd < 0) return std::unexpected(Error::Sys("create " + staged));
-  bool written = write(fd, content.data(), content.size()) == static_cast<ssize_t>(content.size());
-  close(fd);
-  if (!written) return std::unexpected(Error::Sys("write " + staged));
-  if (rename(staged.c_str(), (path + "/owner").c_str()) != 0) {
-    return std::unexpected(Error::Sys("rename " + staged));
-  }
+  // Made whole under a name that says whose it is, then renamed into place: a sweep never meets
+  // a run dir without its owner, and one whose runtime was killed midway is known dead by name.
+  std::string staging = RunsDir(root) + "/" + fmt::format("{}{}-{}-{}", kStagingPrefix, getpid(), start, id);
+  if (mkdir(staging.c_str(), 0711) != 0) return std::unexpected(Error::Sys("mkdir " + staging));
+  RunDir dir(id, staging);  // removed again if anything below fails
+  std::ofstream owner(staging + "/owner");
+  owner << getpid() << ' ' << start << '\n';
+  if (!owner.flush()) return std::unexpected(Error::Sys("write " + staging + "/owner"));
+  if (mkdir((staging + "/root").c_str(), 0755) != 0) return std::unexpected(Error::Sys("mkdir " + staging + "/root"));
+  if (rename(staging.c_str(), path.c_str()) != 0) return std::unexpected(Error::Sys("rename " + staging));
+  dir.path_ = path;
   return dir;
 }
 
@@ -134,6 +143,10 @@ void SweepStaleRuns() {
     std::string name = entry->d_name;
     if (name == "." || name == "..") continue;
     std::string path = runs + "/" + name;
+    if (name.starts_with(kStagingPrefix)) {
+      if (!StagingOwnerAlive(name)) RemoveRunDir(path);
+      continue;
+    }
     if (OwnerAlive(path)) continue;
     RemoveStaleCgroups(name);
     RemoveRunDir(path);

@@ -5,7 +5,9 @@
 //   root:     /run/smolbox
 //   rootless: $XDG_RUNTIME_DIR/smolbox, else /tmp/smolbox-<uid>
 // `owner` holds "<pid> <starttime>" of the runtime, so a later runtime can tell a live run from
-// a stale one even when the pid has been recycled.
+// a stale one even when the pid has been recycled. A run dir is made as
+// runs/.new-<pid>-<starttime>-<id> and renamed when whole, so that one whose runtime was killed
+// while making it is known stale by its name.
 #pragma once
 
 #include <string>

@@ -9,6 +9,7 @@
 #include <string>
 #include <thread>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include "shared/state.h"
@@ -62,6 +63,27 @@ TEST(StateSweep, keeps_a_young_run_dir_with_a_partial_owner_and_removes_an_old_o
   EXPECT_NE(lstat(path.c_str(), &st), 0) << "an abandoned run dir was kept";
   unlink((path + "/owner").c_str());
   rmdir(path.c_str());
+}
+
+// A run dir still being made carries its runtime in its name: a dead one's goes at once, a live
+// one's stays.
+TEST(StateSweep, a_half_made_run_dir_goes_at_once_when_its_runtime_is_dead_and_stays_while_it_lives) {
+  auto root = StateRoot();
+  ASSERT_TRUE(root) << root.error().ToString();
+  auto self_start = ProcessStartTime(getpid());
+  ASSERT_TRUE(self_start);
+  std::string live = fmt::format("{}/runs/.new-{}-{}-sweeptest", *root, getpid(), *self_start);
+  std::string dead = fmt::format("{}/runs/.new-{}-{}-sweeptest", *root, getpid(), *self_start + 1);
+  ASSERT_EQ(mkdir(live.c_str(), 0711), 0);
+  ASSERT_EQ(mkdir(dead.c_str(), 0711), 0);
+  ASSERT_EQ(mkdir((dead + "/root").c_str(), 0755), 0);
+  SweepStaleRuns();
+  struct stat st{};
+  EXPECT_EQ(lstat(live.c_str(), &st), 0) << "a live runtime's half-made run dir was swept";
+  EXPECT_NE(lstat(dead.c_str(), &st), 0) << "a dead runtime's half-made run dir was kept";
+  rmdir((dead + "/root").c_str());
+  rmdir(dead.c_str());
+  rmdir(live.c_str());
 }
 
 }  // namespace
