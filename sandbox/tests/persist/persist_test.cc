@@ -11,6 +11,7 @@
 #include <functional>
 #include <sstream>
 #include <fstream>
+#include <random>
 #include <set>
 #include <thread>
 
@@ -202,6 +203,51 @@ TEST(Persistent, a_second_exec_while_one_runs_is_told_the_sandbox_is_busy) {
   slow.join();
   auto after = Exec(box.name(), {}, {"/bin/echo", "after"});
   EXPECT_EQ(after.result.value("stdout", ""), "after\n") << after.err;
+}
+
+// Chaos in an exec: the keeper, or the sandbox's agent (the keeper's child, PID 1 inside), is
+// SIGKILLed at a random point of an exec, ten times each. The exec must end (never hang) with
+// its output or an error naming what died; the workload must not outlive it; the sandbox is
+// listed dead with a reason, refuses the next exec, and rm leaves nothing of it.
+TEST(Persistent, sigkill_of_the_keeper_or_the_agent_mid_exec_ends_the_exec_and_rm_leaves_nothing) {
+  std::mt19937 rng(std::random_device{}());
+  std::uniform_int_distribution<int> delay_ms(0, 400);
+  for (int trial = 0; trial < 20; ++trial) {
+    bool kill_agent = trial % 2 == 1;
+    std::string token = RandomToken();
+    Sandbox box({"--backend", "ns"});
+    ASSERT_EQ(box.created().exit_code, 0) << box.created().err;
+    pid_t keeper = KeeperPid(box.name());
+    std::vector<pid_t> children = ChildrenOf(keeper);
+    std::string run_id = RunIdOf(keeper);
+    ASSERT_FALSE(children.empty()) << "the keeper has no agent";
+    int delay = delay_ms(rng);
+    std::string context = fmt::format("trial {}: {} killed after {} ms", trial, kill_agent ? "agent" : "keeper", delay);
+    Invocation exec;
+    std::thread client([&] {
+      exec = Exec(box.name(), {"--timeout", "30s"},
+                  {kPython, "-c", "import sys, time; print(sys.argv[1], flush=True); time.sleep(1); print('done')", token});
+    });
+    std::this_thread::sleep_for(std::chrono::milliseconds(delay));
+    kill(kill_agent ? children.front() : keeper, SIGKILL);
+    client.join();
+    std::string status = exec.result.value("status", "");
+    if (status == "exited") {
+      EXPECT_EQ(exec.result.value("stdout", ""), token + "\ndone\n") << context;
+    } else {
+      EXPECT_TRUE(status == "internal_error" || status == "setup_error") << context << ": " << exec.out << exec.err;
+      EXPECT_FALSE(exec.result.value("error", "").empty()) << context;
+    }
+    EXPECT_TRUE(WaitUntil([&] { return CountProcessesWith(token) == 0; }, std::chrono::seconds(10)))
+        << context << ": the workload outlived what was killed";
+    EXPECT_TRUE(WaitUntil([&] { return Listed(box.name()).value("status", "") == "dead"; }, std::chrono::seconds(10)))
+        << context << ": " << Listed(box.name()).dump();
+    EXPECT_FALSE(Listed(box.name()).value("reason", "").empty()) << context;
+    EXPECT_EQ(Exec(box.name(), {}, {"/bin/true"}).exit_code, 125) << context;
+    auto rm = RunSmolbox({"rm", box.name()});
+    EXPECT_EQ(rm.exit_code, 0) << context << ": " << rm.err;
+    ExpectNoTrace(box.name(), keeper, children, run_id);
+  }
 }
 
 // A process that is not smolbox holding a sandbox's lock (one of the same user's: no other user
