@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <filesystem>
@@ -177,6 +178,36 @@ std::string RawFrame(std::string_view header, std::string_view tail) {
   frame.append(header);
   frame.append(tail);
   return frame;
+}
+
+size_t CountEntries(const std::string& dir) {
+  std::error_code ec;
+  auto it = std::filesystem::directory_iterator(dir, ec);
+  return ec ? 0 : static_cast<size_t>(std::distance(it, std::filesystem::directory_iterator()));
+}
+
+size_t CountLines(const std::string& path) {
+  std::string text = ReadFileOrEmpty(path);
+  return static_cast<size_t>(std::count(text.begin(), text.end(), '\n'));
+}
+
+size_t CountBoundLoopDevices() {
+  size_t count = 0;
+  for (const auto& entry : std::filesystem::directory_iterator("/sys/block")) {
+    if (std::filesystem::exists(entry.path() / "loop" / "backing_file")) ++count;
+  }
+  return count;
+}
+
+size_t CountSmolboxCgroups() {
+  size_t count = 0;
+  std::error_code ec;
+  for (auto it = std::filesystem::recursive_directory_iterator(
+           "/sys/fs/cgroup", std::filesystem::directory_options::skip_permission_denied, ec);
+       !ec && it != std::filesystem::recursive_directory_iterator(); it.increment(ec)) {
+    if (it->is_directory(ec) && it->path().filename().string().starts_with("smolbox-")) ++count;
+  }
+  return count;
 }
 
 }  // namespace smolbox::testing

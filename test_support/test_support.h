@@ -99,6 +99,17 @@ size_t OpenFdCount();
 bool WaitUntil(const std::function<bool()>& condition, std::chrono::milliseconds limit);
 
 // ---------------------------------------------------------------------------
+// Host counters, for the checks that a run leaves nothing behind
+
+// Entries of dir (0 when it cannot be read), and lines of a file.
+size_t CountEntries(const std::string& dir);
+size_t CountLines(const std::string& path);
+// Loop devices bound to a file, host-wide.
+size_t CountBoundLoopDevices();
+// smolbox's cgroups ("smolbox-..."), in every hierarchy, v1 and v2.
+size_t CountSmolboxCgroups();
+
+// ---------------------------------------------------------------------------
 // Texts to compare
 
 // The error's text, or "<no error>": one EXPECT_EQ shows both what was refused and why.

@@ -29,29 +29,6 @@ constexpr int kRequestsEach = 20;  // a create, 18 runs and execs, a remove
 constexpr const char* kPython = "/usr/bin/python3";
 constexpr const char* kRuns = "/run/smolbox/runs";
 
-size_t CountEntries(const std::string& dir) {
-  std::error_code ec;
-  auto it = std::filesystem::directory_iterator(dir, ec);
-  return ec ? 0 : static_cast<size_t>(std::distance(it, std::filesystem::directory_iterator()));
-}
-
-size_t CountLines(const std::string& path) {
-  std::string text = ReadFileOrEmpty(path);
-  return static_cast<size_t>(std::count(text.begin(), text.end(), '\n'));
-}
-
-// smolbox's cgroups in every hierarchy, v1 and v2.
-size_t CountSmolboxCgroups() {
-  size_t count = 0;
-  std::error_code ec;
-  for (auto it = std::filesystem::recursive_directory_iterator(
-           "/sys/fs/cgroup", std::filesystem::directory_options::skip_permission_denied, ec);
-       !ec && it != std::filesystem::recursive_directory_iterator(); it.increment(ec)) {
-    if (it->is_directory(ec) && it->path().filename().string().starts_with("smolbox-")) ++count;
-  }
-  return count;
-}
-
 struct HostCounts {
   size_t mounts, cgroups, runs;
   bool operator==(const HostCounts&) const = default;

@@ -38,31 +38,6 @@ int EnvInt(const char* name, int fallback) {
   return value != nullptr && *value != '\0' ? std::atoi(value) : fallback;
 }
 
-size_t CountEntries(const std::string& dir) {
-  std::error_code ec;
-  auto it = std::filesystem::directory_iterator(dir, ec);
-  return ec ? 0 : static_cast<size_t>(std::distance(it, std::filesystem::directory_iterator()));
-}
-
-size_t CountBoundLoopDevices() {
-  size_t count = 0;
-  for (const auto& entry : std::filesystem::directory_iterator("/sys/block")) {
-    if (std::filesystem::exists(entry.path() / "loop" / "backing_file")) ++count;
-  }
-  return count;
-}
-
-size_t CountSmolboxCgroups() {
-  size_t count = 0;
-  std::error_code ec;
-  for (auto it = std::filesystem::recursive_directory_iterator(
-           "/sys/fs/cgroup", std::filesystem::directory_options::skip_permission_denied, ec);
-       !ec && it != std::filesystem::recursive_directory_iterator(); it.increment(ec)) {
-    if (it->is_directory(ec) && it->path().filename().string().starts_with("smolbox-")) ++count;
-  }
-  return count;
-}
-
 struct HostState {
   size_t mounts, loops, cgroups, runs;
   // Nothing more than before: a young run dir of an earlier, killed process may be swept meanwhile.
@@ -75,9 +50,8 @@ struct HostState {
 };
 
 HostState Now() {
-  std::string mounts = ReadFileOrEmpty("/proc/self/mountinfo");
-  return {static_cast<size_t>(std::count(mounts.begin(), mounts.end(), '\n')), CountBoundLoopDevices(),
-          CountSmolboxCgroups(), CountEntries("/run/smolbox/runs")};
+  return {CountLines("/proc/self/mountinfo"), CountBoundLoopDevices(), CountSmolboxCgroups(),
+          CountEntries("/run/smolbox/runs")};
 }
 
 // What the killed run left in its rw volume: "" when it is nothing or the whole output.

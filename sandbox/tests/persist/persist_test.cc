@@ -499,23 +499,10 @@ TEST(Persistent, an_unprivileged_user_gets_a_persistent_sandbox_of_its_own) {
   EXPECT_NE(gone.err.find("no sandbox named"), std::string::npos) << gone.err;
 }
 
-int CountBoundLoopDevices() {
-  int count = 0;
-  for (const auto& entry : std::filesystem::directory_iterator("/sys/block")) {
-    if (std::filesystem::exists(entry.path() / "loop" / "backing_file")) ++count;
-  }
-  return count;
-}
-
-size_t CountLines(const std::string& path) {
-  std::string text = ReadFileOrEmpty(path);
-  return static_cast<size_t>(std::count(text.begin(), text.end(), '\n'));
-}
-
 TEST(Persistent, removing_50_sandboxes_in_a_row_leaks_no_fd_mount_cgroup_loop_device_or_process) {
   constexpr int kCount = 50;
   size_t mounts_before = CountLines("/proc/self/mountinfo");
-  int loops_before = CountBoundLoopDevices();
+  size_t loops_before = CountBoundLoopDevices();
   std::vector<std::string> names;
   std::vector<pid_t> keepers;
   std::set<std::string> run_ids;
