@@ -7,6 +7,11 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <chrono>
+#include <fstream>
+#include <optional>
+
 #include <fmt/format.h>
 
 #include "fd_passing.h"
@@ -20,6 +25,12 @@ namespace {
 // A stop tears the sandbox down: an agent's, or a VM's power-off.
 constexpr int kStopTimeoutSec = 60;
 constexpr int kKeeperExitWaitMs = 10000;
+// Past an exec's timeout the agent ends the workload and the keeper answers at once; the host's
+// backstop ends a guest that does not, at most 10 s later (a vm under TCG). A keeper still silent
+// this long after the timeout is stopped or hung, and the client stops waiting for it.
+constexpr int64_t kAnswerMarginMs = 20000;
+
+using Clock = std::chrono::steady_clock;
 
 Expected<UniqueFd> Connect(int dir_fd) {
   SMOLBOX_ASSIGN_OR_RETURN(auto control, NewControlSocket(dir_fd));
@@ -63,21 +74,50 @@ bool AskToStop(int dir_fd) {
   return reply && *reply && (*reply)->Type() == "stopped";
 }
 
-// Waits until the keeper's answer is there to read. A cancel shuts our sending side: the keeper
-// reads that as the client gone and ends the workload, then still answers.
-void AwaitAnswer(int conn_fd, int cancel_fd) {
+// Waits until the keeper's answer is there to read, or the deadline passes (false). A cancel,
+// or the deadline, shuts our sending side: the keeper reads that as the client gone and ends the
+// workload, then still answers.
+bool AwaitAnswer(int conn_fd, int cancel_fd, std::optional<Clock::time_point> deadline) {
   for (;;) {
-    pollfd fds[2] = {{conn_fd, POLLIN, 0}, {cancel_fd, POLLIN, 0}};
-    if (poll(fds, 2, -1) < 0) {
-      if (errno == EINTR) continue;
-      return;
+    int wait_ms = -1;
+    if (deadline) {
+      auto left = std::chrono::ceil<std::chrono::milliseconds>(*deadline - Clock::now()).count();
+      if (left <= 0) {
+        shutdown(conn_fd, SHUT_WR);
+        return false;
+      }
+      wait_ms = static_cast<int>(std::min<int64_t>(left, 60000));
     }
-    if (fds[0].revents != 0) return;
+    pollfd fds[2] = {{conn_fd, POLLIN, 0}, {cancel_fd, POLLIN, 0}};
+    if (poll(fds, 2, wait_ms) < 0) {
+      if (errno == EINTR) continue;
+      return true;
+    }
+    if (fds[0].revents != 0) return true;
     if (fds[1].revents != 0) {
       shutdown(conn_fd, SHUT_WR);
       cancel_fd = -1;
     }
   }
+}
+
+// True when the process is stopped (SIGSTOP, a tracer): a keeper that cannot answer.
+bool Stopped(pid_t pid) {
+  std::string stat;
+  std::getline(std::ifstream(fmt::format("/proc/{}/stat", pid)), stat);
+  auto close = stat.rfind(')');
+  return close != std::string::npos && close + 2 < stat.size() && (stat[close + 2] == 'T' || stat[close + 2] == 't');
+}
+
+RunResult NoAnswer(const std::string& name, const KeeperInfo& keeper, int64_t timeout_ms) {
+  RunResult broken;
+  broken.status = Status::kInternalError;
+  broken.error = fmt::format("sandbox {:?}: its keeper (pid {}) gave no result within {} ms of the exec's {} ms timeout",
+                             name, keeper.pid, kAnswerMarginMs, timeout_ms);
+  if (Stopped(keeper.pid)) {
+    broken.error += fmt::format("; it is stopped (SIGSTOP): SIGCONT resumes it, smolbox rm --force {} ends it", name);
+  }
+  return broken;
 }
 
 }  // namespace
@@ -105,7 +145,16 @@ RunResult ExecInSandbox(const std::string& name, const ExecOrder& order, const E
   if (auto sent = shared::SendWithFds(conn->get(), EncodeExecOrder(order), fds); !sent) {
     return Refused(Dead(name, sent.error().ToString()));
   }
-  if (cancel_fd >= 0) AwaitAnswer(conn->get(), cancel_fd);
+  // How long a result may take: the exec's timeout, or the sandbox's, and the margin past it.
+  int64_t timeout_ms = order.timeout_ms.value_or(listing.info->exec_timeout_ms);
+  std::optional<Clock::time_point> deadline;
+  if (timeout_ms > 0) deadline = Clock::now() + std::chrono::milliseconds(timeout_ms + kAnswerMarginMs);
+  if (!AwaitAnswer(conn->get(), cancel_fd, deadline)) return NoAnswer(name, *listing.info, timeout_ms);
+  if (deadline) {
+    // An answer begun is finished promptly; a keeper stopped in the middle of one is not waited for.
+    timeval bound{kAnswerMarginMs / 1000, 0};
+    setsockopt(conn->get(), SOL_SOCKET, SO_RCVTIMEO, &bound, sizeof bound);
+  }
   auto result = ReceiveResult(conn->get());
   if (!result) {
     RunResult broken;

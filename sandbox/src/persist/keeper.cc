@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/inotify.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -65,6 +66,40 @@ Expected<UniqueFd> StopSignals() {
   return fd;
 }
 
+// Watches the sandbox's directory, where clients find the keeper. Removed or emptied of its
+// control socket (an operator's `rm -rf /run/smolbox`, a cleaner), the sandbox can no longer be
+// reached, not even by `smolbox rm`: the keeper must then end it rather than live on unseen.
+Expected<UniqueFd> WatchOwnDir(int dir_fd) {
+  UniqueFd fd(inotify_init1(IN_CLOEXEC | IN_NONBLOCK));
+  if (!fd.valid()) return std::unexpected(Error::Sys("inotify_init1"));
+  std::string dir = fmt::format("/proc/self/fd/{}", dir_fd);
+  constexpr uint32_t kEvents = IN_DELETE | IN_MOVED_FROM | IN_DELETE_SELF | IN_MOVE_SELF | IN_ONLYDIR;
+  if (inotify_add_watch(fd.get(), dir.c_str(), kEvents) < 0) {
+    return std::unexpected(Error::Sys("watch the sandbox's directory"));
+  }
+  return fd;
+}
+
+// Why the watched directory no longer leads to this keeper, from the events waiting on fd;
+// empty when it still does.
+std::string OwnDirGone(int watch_fd) {
+  alignas(inotify_event) char buffer[4096];
+  ssize_t n;
+  while ((n = read(watch_fd, buffer, sizeof buffer)) > 0) {
+    for (ssize_t at = 0; at < n;) {
+      const auto* event = reinterpret_cast<const inotify_event*>(buffer + at);
+      at += static_cast<ssize_t>(sizeof(inotify_event) + event->len);
+      if (event->mask & (IN_DELETE_SELF | IN_MOVE_SELF | IN_IGNORED | IN_UNMOUNT)) {
+        return "its state directory was removed or moved";
+      }
+      if (event->len > 0 && std::string_view(event->name) == kControlSocket) {
+        return "its control socket was removed";
+      }
+    }
+  }
+  return "";
+}
+
 bool PeerIsOurUser(int fd) {
   ucred cred{};
   socklen_t len = sizeof cred;
@@ -74,17 +109,17 @@ bool PeerIsOurUser(int fd) {
 class Keeper {
  public:
   Keeper(int dir_fd, ExecSpec defaults, std::unique_ptr<Session> session, UniqueFd listener, UniqueFd signals,
-         int lifeline_fd)
+         UniqueFd dir_watch, int lifeline_fd)
       : dir_fd_(dir_fd), defaults_(std::move(defaults)), session_(std::move(session)), listener_(std::move(listener)),
-        signals_(std::move(signals)), lifeline_fd_(lifeline_fd) {}
+        signals_(std::move(signals)), dir_watch_(std::move(dir_watch)), lifeline_fd_(lifeline_fd) {}
 
   // Serves until stopped, or until the sandbox dies, or its lifeline's holder does.
   void Serve() {
     for (;;) {
       // poll ignores a negative fd: without a lifeline, the fourth entry never fires.
-      pollfd fds[4] = {{listener_.get(), POLLIN, 0}, {session_->death_fd(), POLLIN, 0}, {signals_.get(), POLLIN, 0},
-                       {lifeline_fd_, POLLIN, 0}};
-      if (poll(fds, 4, -1) < 0) {
+      pollfd fds[5] = {{listener_.get(), POLLIN, 0}, {session_->death_fd(), POLLIN, 0}, {signals_.get(), POLLIN, 0},
+                       {lifeline_fd_, POLLIN, 0}, {dir_watch_.get(), POLLIN, 0}};
+      if (poll(fds, 5, -1) < 0) {
         if (errno == EINTR) continue;
         return Die(fmt::format("its keeper failed to poll: {}", strerror(errno)));
       }
@@ -95,6 +130,9 @@ class Keeper {
         return Die(fmt::format("its keeper was stopped by signal {} ({})", info.ssi_signo, strsignal(static_cast<int>(info.ssi_signo))));
       }
       if (fds[3].revents != 0) return Die("the server that created it went away");
+      if (fds[4].revents != 0) {
+        if (std::string gone = OwnDirGone(dir_watch_.get()); !gone.empty()) return Die(gone);
+      }
       if (fds[0].revents != 0 && !Accept()) return;
     }
   }
@@ -165,6 +203,7 @@ class Keeper {
   std::unique_ptr<Session> session_;
   UniqueFd listener_;
   UniqueFd signals_;
+  UniqueFd dir_watch_;
   int lifeline_fd_;  // -1 when none
 };
 
@@ -195,13 +234,18 @@ int KeeperMain(int dir_fd, const SandboxSpec& spec, const ExecSpec& defaults, Un
     ReportToCreator(report.get(), "failed", SetupFailure(setup, signals.error()));
     return 1;
   }
+  auto dir_watch = WatchOwnDir(dir_fd);
+  if (!dir_watch) {
+    ReportToCreator(report.get(), "failed", SetupFailure(setup, dir_watch.error()));
+    return 1;
+  }
   auto listener = Listen(dir_fd);
   auto start = shared::ProcessStartTime(getpid());
   if (!listener || !start) {
     ReportToCreator(report.get(), "failed", SetupFailure(setup, listener ? start.error() : listener.error()));
     return 1;
   }
-  KeeperInfo info{setup.backend, setup.isolation, NowIso8601(), getpid(), *start};
+  KeeperInfo info{setup.backend, setup.isolation, NowIso8601(), getpid(), *start, defaults.limits.timeout_ms};
   if (auto ok = WriteInfo(dir_fd, info); !ok) {
     ReportToCreator(report.get(), "failed", SetupFailure(setup, ok.error()));
     return 1;
@@ -210,7 +254,9 @@ int KeeperMain(int dir_fd, const SandboxSpec& spec, const ExecSpec& defaults, Un
   setup.exit_code = 0;
   ReportToCreator(report.get(), "created", setup);
   report.Reset();
-  Keeper(dir_fd, defaults, std::move(session), std::move(*listener), std::move(*signals), lifeline_fd).Serve();
+  Keeper(dir_fd, defaults, std::move(session), std::move(*listener), std::move(*signals), std::move(*dir_watch),
+         lifeline_fd)
+      .Serve();
   return 0;
 }
 

@@ -96,7 +96,8 @@ Expected<UniqueFd> OpenSandboxDir(const std::string& name) {
 
 Expected<void> WriteInfo(int dir_fd, const KeeperInfo& info) {
   nlohmann::json j = {{"backend", info.backend}, {"isolation", info.isolation}, {"created", info.created},
-                      {"keeper_pid", info.pid}, {"keeper_start_time", info.start_time}};
+                      {"keeper_pid", info.pid}, {"keeper_start_time", info.start_time},
+                      {"exec_timeout_ms", info.exec_timeout_ms}};
   return WriteFileAtomically(dir_fd, kInfoFile, j.dump() + "\n");
 }
 
@@ -109,7 +110,8 @@ std::optional<KeeperInfo> ReadInfo(int dir_fd) {
   try {
     return KeeperInfo{j.at("backend").get<std::string>(), j.at("isolation").get<std::string>(),
                       j.at("created").get<std::string>(), IntegerAt<pid_t>(j, "keeper_pid"),
-                      IntegerAt<unsigned long long>(j, "keeper_start_time")};
+                      IntegerAt<unsigned long long>(j, "keeper_start_time"),
+                      j.contains("exec_timeout_ms") ? IntegerAt<int64_t>(j, "exec_timeout_ms") : 0};
   } catch (const nlohmann::json::exception&) {
     return std::nullopt;
   }
@@ -121,7 +123,12 @@ bool KeeperAlive(const KeeperInfo& info) {
   return start && *start == info.start_time;
 }
 
-std::optional<std::string> ReadDeathReason(int dir_fd) { return ReadSmallFile(dir_fd, kDeadFile); }
+std::optional<std::string> ReadDeathReason(int dir_fd) {
+  auto reason = ReadSmallFile(dir_fd, kDeadFile);
+  // Written as a line; read as a phrase that messages go on after.
+  while (reason && !reason->empty() && (reason->back() == '\n' || reason->back() == ' ')) reason->pop_back();
+  return reason;
+}
 
 Expected<void> WriteDeathReason(int dir_fd, const std::string& reason) {
   return WriteFileAtomically(dir_fd, kDeadFile, reason);

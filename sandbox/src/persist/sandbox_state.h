@@ -40,6 +40,9 @@ struct KeeperInfo {
   std::string created;  // ISO 8601, UTC
   pid_t pid = 0;
   unsigned long long start_time = 0;
+  // The timeout of an exec that sets none, so that a client knows how long a result may take;
+  // 0 in the info of a keeper that predates it.
+  int64_t exec_timeout_ms = 0;
 };
 
 // The sandbox's directory, opened without following a symlink. ENOENT becomes

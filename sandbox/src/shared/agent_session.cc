@@ -10,6 +10,8 @@
 #include <algorithm>
 #include <chrono>
 
+#include <fmt/format.h>
+
 #include "exec_protocol.h"
 #include "mutant.h"
 
@@ -88,6 +90,10 @@ RunResult AgentSession::Exec(const ExecSpec& spec, const ExecIo& io, int cancel_
   auto teardown_start = Clock::now();
   bool first_exec = ++execs_ == 1;
   ApplyOutcome(outcome, box.backstop_warning, result);
+  // The agent's silence is the symptom; what ended the sandbox under it is the cause.
+  if (std::string dead = DeathReason(); !dead.empty() && result.status == Status::kInternalError) {
+    result.error = fmt::format("the sandbox died during the exec: {} ({})", dead, result.error);
+  }
   if (box.cgroup) JudgeByCgroup(outcome, *box.cgroup, before, first_exec, result);
   TakeOutput(outcome, result);
   if (box.gateway) {
@@ -102,7 +108,19 @@ RunResult AgentSession::Exec(const ExecSpec& spec, const ExecIo& io, int cancel_
 
 std::string AgentSession::DeathReason() const {
   pollfd fd{sandbox_.pidfd, POLLIN, 0};
-  return poll(&fd, 1, 0) > 0 ? sandbox_.death_reason : "";
+  if (poll(&fd, 1, 0) <= 0) return "";
+  // How it ended, when it was ours to wait for; WNOWAIT leaves it to be reaped as before.
+  siginfo_t info{};
+  constexpr idtype_t kByPidfd = static_cast<idtype_t>(3);  // P_PIDFD, which glibc 2.36 does not name
+  if (waitid(kByPidfd, static_cast<id_t>(sandbox_.pidfd), &info, WEXITED | WNOHANG | WNOWAIT) == 0 && info.si_pid != 0) {
+    if (info.si_code == CLD_KILLED || info.si_code == CLD_DUMPED) {
+      return fmt::format("{}, killed by signal {} (SIG{})", sandbox_.death_reason, info.si_status, sigabbrev_np(info.si_status));
+    }
+    if (info.si_code == CLD_EXITED && info.si_status != 0) {
+      return fmt::format("{}, with status {}", sandbox_.death_reason, info.si_status);
+    }
+  }
+  return sandbox_.death_reason;
 }
 
 ExecRequest MakeExecRequest(const ExecSpec& spec, const AgentSandbox& sandbox, const ExecIo& io) {

@@ -250,6 +250,74 @@ TEST(Persistent, sigkill_of_the_keeper_or_the_agent_mid_exec_ends_the_exec_and_r
   }
 }
 
+// An operator's `rm -rf` of the state (or a cleaner's) leaves no way to reach the sandbox, not
+// even for `smolbox rm`: the keeper sees it and ends the sandbox itself rather than live on unseen.
+TEST(Persistent, removing_its_state_directory_or_control_socket_ends_the_sandbox_and_leaves_nothing) {
+  for (bool whole_dir : {true, false}) {
+    std::string what = whole_dir ? "its state directory" : "its control socket";
+    Sandbox box({"--backend", "ns"});
+    ASSERT_EQ(box.created().exit_code, 0) << box.created().err;
+    pid_t keeper = KeeperPid(box.name());
+    std::vector<pid_t> children = ChildrenOf(keeper);
+    std::string run_id = RunIdOf(keeper);
+    ASSERT_FALSE(children.empty()) << "the keeper has no agent";
+    std::string dir = std::string(kSandboxes) + "/" + box.name();
+    if (whole_dir) {
+      std::filesystem::remove_all(dir);
+    } else {
+      std::filesystem::remove(dir + "/control.sock");
+    }
+    EXPECT_TRUE(WaitUntil([&] { return !Running(keeper); }, std::chrono::seconds(10)))
+        << "the keeper lived on after " << what << " was removed";
+    for (pid_t child : children) {
+      EXPECT_TRUE(WaitUntil([&] { return !Running(child); }, std::chrono::seconds(5))) << what << ": agent left";
+    }
+    if (!whole_dir) {
+      auto listed = Listed(box.name());
+      EXPECT_EQ(listed.value("status", ""), "dead") << listed;
+      EXPECT_NE(listed.value("reason", "").find("control socket was removed"), std::string::npos) << listed;
+      auto rm = RunSmolbox({"rm", box.name()});
+      EXPECT_EQ(rm.exit_code, 0) << rm.err;
+    }
+    ExpectNoTrace(box.name(), keeper, children, run_id);
+  }
+}
+
+// A keeper that is stopped (SIGSTOP, a debugger) cannot answer. The agent still ends the
+// workload at its timeout; the client gives up a margin past it, saying why, instead of waiting
+// as long as the keeper stays stopped. Once continued, the sandbox serves again.
+TEST(Persistent, a_stopped_keeper_holds_its_exec_client_no_longer_than_the_timeout_and_a_margin) {
+  Sandbox box({"--backend", "ns"});
+  ASSERT_EQ(box.created().exit_code, 0) << box.created().err;
+  pid_t keeper = KeeperPid(box.name());
+  std::string token = RandomToken();
+  Invocation exec;
+  std::atomic<bool> returned{false};
+  std::thread client([&] {
+    exec = Exec(box.name(), {"--timeout", "2s"},
+                {kPython, "-c", "import sys, time; print(sys.argv[1], flush=True); time.sleep(60)", token});
+    returned = true;
+  });
+  ASSERT_TRUE(WaitUntil([&] { return CountProcessesWith(token) > 0; }, std::chrono::seconds(10)));
+  kill(keeper, SIGSTOP);
+  // A client that waits for as long as the keeper is stopped would hang the test: continue the
+  // keeper well past the margin, and let the timing below fail instead.
+  WaitUntil([&] { return returned.load(); }, std::chrono::seconds(45));
+  kill(keeper, SIGCONT);
+  client.join();
+  EXPECT_EQ(exec.exit_code, 125) << exec.out << exec.err;
+  EXPECT_EQ(exec.result.value("status", ""), "internal_error") << exec.out;
+  EXPECT_NE(exec.result.value("error", "").find("stopped (SIGSTOP)"), std::string::npos) << exec.out;
+  EXPECT_LT(exec.seconds, 35.0) << "the client waited for the stopped keeper";
+  EXPECT_TRUE(WaitUntil([&] { return CountProcessesWith(token) == 0; }, std::chrono::seconds(10)))
+      << "the workload outlived its timeout";
+  Invocation next;
+  EXPECT_TRUE(WaitUntil([&] { return (next = Exec(box.name(), {}, {"/bin/echo", "again"})).exit_code == 0; },
+                        std::chrono::seconds(20)))
+      << next.out << next.err;
+  EXPECT_EQ(next.result.value("stdout", ""), "again\n");
+}
+
 // A process that is not smolbox holding a sandbox's lock (one of the same user's: no other user
 // can reach the sandboxes' directory, 0700) makes the sandbox busy, not broken: exec and rm are
 // refused as busy, and rm --force still removes all of it.
@@ -590,6 +658,43 @@ TEST(PersistentVm, a_vm_sandbox_serves_warm_execs_keeps_its_state_and_dies_with_
   auto rm = RunSmolbox({"rm", box.name()});
   EXPECT_EQ(rm.exit_code, 0) << rm.err;
   ExpectNoTrace(box.name(), keeper, children, run_id);
+}
+
+// QEMU killed or stopped in the middle of an exec. Killed: the exec ends at once naming QEMU and
+// the signal, and the sandbox is listed dead with the same reason. Stopped: the guest cannot end
+// the workload, so the host's backstop does, at the timeout plus its grace, and the sandbox is
+// dead. Either way rm leaves nothing.
+TEST(PersistentVm, qemu_killed_or_stopped_mid_exec_ends_the_exec_and_rm_leaves_nothing) {
+  for (int signal : {SIGKILL, SIGSTOP}) {
+    std::string context = signal == SIGKILL ? "QEMU killed" : "QEMU stopped";
+    Sandbox box({"--backend", "vm", "--accel", "tcg", "--mem", "128M"});
+    ASSERT_EQ(box.created().exit_code, 0) << box.created().out << box.created().err;
+    pid_t keeper = KeeperPid(box.name());
+    auto children = ChildrenOf(keeper);
+    ASSERT_EQ(children.size(), 1u) << "QEMU";
+    std::string run_id = RunIdOf(keeper);
+    Invocation exec;
+    std::thread client([&] { exec = Exec(box.name(), {"--timeout", "3s"}, {"/bin/sh", "-c", "echo started; sleep 60"}); });
+    std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // until the guest runs it
+    kill(children[0], signal);
+    client.join();
+    if (signal == SIGKILL) {
+      EXPECT_EQ(exec.result.value("status", ""), "internal_error") << context << ": " << exec.out;
+      EXPECT_NE(exec.result.value("error", "").find("QEMU"), std::string::npos) << context << ": " << exec.out;
+      EXPECT_NE(exec.result.value("error", "").find("SIGKILL"), std::string::npos) << context << ": " << exec.out;
+      EXPECT_LT(exec.seconds, 3.0) << context << ": the exec waited for its timeout";
+    } else {
+      EXPECT_EQ(exec.result.value("status", ""), "timeout") << context << ": " << exec.out;
+      EXPECT_LT(exec.seconds, 30.0) << context;
+    }
+    EXPECT_TRUE(WaitUntil([&] { return Listed(box.name()).value("status", "") == "dead"; }, std::chrono::seconds(10)))
+        << context << ": " << Listed(box.name()).dump();
+    EXPECT_NE(Listed(box.name()).value("reason", "").find("QEMU"), std::string::npos) << context;
+    EXPECT_EQ(Exec(box.name(), {}, {"/bin/true"}).exit_code, 125) << context;
+    auto rm = RunSmolbox({"rm", box.name()});
+    EXPECT_EQ(rm.exit_code, 0) << context << ": " << rm.err;
+    ExpectNoTrace(box.name(), keeper, children, run_id);
+  }
 }
 
 }  // namespace
