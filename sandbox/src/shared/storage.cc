@@ -5,6 +5,7 @@
 #include <linux/loop.h>
 #include <spawn.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/random.h>
 #include <sys/stat.h>
@@ -115,6 +116,15 @@ Expected<UniqueFd> CreateSparseImage(int64_t size_mib) {
   return fd;
 }
 
+// What a failed mkfs said on stderr, the last line of it, bounded.
+std::string LastLineOf(int fd) {
+  char text[1024];
+  ssize_t n = pread(fd, text, sizeof text, 0);
+  std::string said(text, n > 0 ? static_cast<size_t>(n) : 0);
+  while (!said.empty() && (said.back() == '\n' || said.back() == ' ')) said.pop_back();
+  return said.substr(said.rfind('\n') == std::string::npos ? 0 : said.rfind('\n') + 1);
+}
+
 Expected<void> Mkfs(int image_fd, int64_t size_mib) {
   // The image has no name: mkfs reaches it as its own fd 3 (dup2 clears close-on-exec).
   std::string device = "/proc/self/fd/3";
@@ -124,9 +134,13 @@ Expected<void> Mkfs(int image_fd, int64_t size_mib) {
                         "-N", inodes.c_str(), "-E", "lazy_itable_init=1,nodiscard", device.c_str(),
                         nullptr};
   const char* envp[] = {"PATH=/usr/sbin:/sbin:/usr/bin:/bin", nullptr};
+  // Its complaints go into the error, not onto the user's terminal: a failed template is retried
+  // quietly, and a failure that stands is reported once, in the result.
+  UniqueFd said(memfd_create("mkfs-stderr", MFD_CLOEXEC));
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0);
+  posix_spawn_file_actions_adddup2(&actions, said.valid() ? said.get() : 1, 2);
   posix_spawn_file_actions_adddup2(&actions, image_fd, 3);
   // By absolute path: the caller's PATH (a user's, a test's) need not hold sbin.
   const char* mkfs = access("/usr/sbin/mkfs.ext4", X_OK) == 0 ? "/usr/sbin/mkfs.ext4" : "/sbin/mkfs.ext4";
@@ -138,7 +152,10 @@ Expected<void> Mkfs(int image_fd, int64_t size_mib) {
   while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-    return std::unexpected(Error{"mkfs.ext4", fmt::format("failed with status {}", status), 0});
+    std::string how = WIFEXITED(status) ? fmt::format("exited with status {}", WEXITSTATUS(status))
+                                        : fmt::format("was killed by signal {}", WTERMSIG(status));
+    std::string why = said.valid() ? LastLineOf(said.get()) : "";
+    return std::unexpected(Error{"mkfs.ext4", why.empty() ? how : fmt::format("{}: {}", how, why), 0});
   }
   return {};
 }
