@@ -256,4 +256,28 @@ int CountProcessesWith(const std::string& marker) {
   return count;
 }
 
+PrivateMountScript::PrivateMountScript() : name_("p-" + RandomToken().substr(0, 16)) {
+  char pattern[] = "/tmp/smolbox-test-mounts-XXXXXX";
+  if (mkdtemp(pattern) != nullptr) dir_ = pattern;
+}
+
+PrivateMountScript::~PrivateMountScript() {
+  std::error_code ignored;
+  if (!dir_.empty()) std::filesystem::remove_all(dir_, ignored);
+}
+
+PrivateMountScript::Ran PrivateMountScript::Run(const std::string& script) const {
+  ProgramOptions options;
+  options.extra_env = {"SMOLBOX=" + SmolboxPath(), "DIR=" + dir_, "NAME=" + name_};
+  ProgramRun run =
+      RunProgram({"/usr/bin/unshare", "--mount", "--propagation", "private", "/bin/sh", "-c", script}, options);
+  return {run.exit_code, run.out, run.err};
+}
+
+std::string PrivateMountScript::Text(const std::string& file) const { return ReadFileOrEmpty(dir_ + "/" + file); }
+
+nlohmann::json PrivateMountScript::Json(const std::string& file) const {
+  return nlohmann::json::parse(Text(file), nullptr, false);
+}
+
 }  // namespace smolbox::testing

@@ -80,4 +80,36 @@ class LiveSmolbox {
 // Processes on the host whose command line contains `marker`.
 int CountProcessesWith(const std::string& marker);
 
+// Shell scripts run in a private mount namespace of the test's own (unshare --mount), so that
+// what they mount over the host's paths (a tmpfs over /run, read-only cgroups) is seen by the
+// smolbox they start and by nothing else. Each gets $SMOLBOX, $DIR (a scratch dir the test reads
+// back) and $NAME (a fresh token, for sandbox names and workloads). Root only.
+//
+//   PrivateMountScript s;
+//   s.Run(R"sh(mount -t tmpfs tmpfs /run && "$SMOLBOX" run --json -- /bin/true > "$DIR/out")sh");
+//   EXPECT_EQ(s.Json("out").value("status", ""), "exited");
+class PrivateMountScript {
+ public:
+  PrivateMountScript();
+  ~PrivateMountScript();
+  PrivateMountScript(const PrivateMountScript&) = delete;
+  PrivateMountScript& operator=(const PrivateMountScript&) = delete;
+
+  // Runs script with /bin/sh -c; its exit code and output.
+  struct Ran {
+    int exit_code = -1;
+    std::string out, err;
+  };
+  Ran Run(const std::string& script) const;
+  const std::string& name() const { return name_; }
+  const std::string& dir() const { return dir_; }
+  // $DIR/file as text, and parsed as JSON (discarded when it does not parse).
+  std::string Text(const std::string& file) const;
+  nlohmann::json Json(const std::string& file) const;
+
+ private:
+  std::string dir_;
+  std::string name_;
+};
+
 }  // namespace smolbox::testing

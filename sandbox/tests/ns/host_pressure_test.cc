@@ -3,9 +3,9 @@
 // in a clear error, or for the cgroups in a run whose limits still hold by rlimits with warnings
 // that say so; leave no process, loop device, cgroup or run dir; and the next run must work.
 //
-// The pressure is made in a private mount namespace (unshare --mount) of the test's own: a tmpfs
-// over /run/smolbox or /run, and read-only remounts of the cgroup hierarchies. The host's own
-// state and cgroup mounts are never touched.
+// The pressure is made in a private mount namespace of the test's own (PrivateMountScript): a
+// tmpfs over /run/smolbox or /run, and read-only remounts of the cgroup hierarchies. The host's
+// own state and cgroup mounts are never touched.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -34,27 +34,10 @@ void ExpectNoMoreThan(const Leftovers& before) {
   EXPECT_LE(after.cgroups, before.cgroups) << before.ToString() << " before, " << after.ToString() << " after";
 }
 
-// Runs a shell script in a private mount namespace, with $SMOLBOX, $DIR (a scratch dir the test
-// reads back) and $NAME (a token, for sandbox names and workloads) set.
-struct PressureScript {
-  TempDir dir{"host-pressure"};
-  std::string name = "p-" + RandomToken().substr(0, 16);
-
-  ProgramRun Run(const std::string& script) const {
-    ProgramOptions options;
-    options.extra_env = {"SMOLBOX=" + SmolboxPath(), "DIR=" + dir.path(), "NAME=" + name};
-    return RunProgram({"/usr/bin/unshare", "--mount", "--propagation", "private", "/bin/sh", "-c", script}, options);
-  }
-  nlohmann::json Json(const std::string& file) const {
-    return nlohmann::json::parse(ReadFileOrEmpty(dir.path() + "/" + file), nullptr, false);
-  }
-  std::string Text(const std::string& file) const { return ReadFileOrEmpty(dir.path() + "/" + file); }
-};
-
 TEST(HostPressure, a_full_state_filesystem_is_a_clear_error_leaves_nothing_and_the_next_run_works) {
   Leftovers before = Leftovers::Now();
-  PressureScript s;
-  ProgramRun script = s.Run(R"sh(
+  PrivateMountScript s;
+  auto script = s.Run(R"sh(
     mkdir -p /run/smolbox && mount -t tmpfs -o size=2m,mode=0711 tmpfs /run/smolbox || exit 90
     head -c 4M /dev/zero > /run/smolbox/filler 2>/dev/null
     "$SMOLBOX" run --json -- /bin/echo ran > "$DIR/run.json" 2> "$DIR/run.err"; echo $? > "$DIR/run.rc"
@@ -75,7 +58,7 @@ TEST(HostPressure, a_full_state_filesystem_is_a_clear_error_leaves_nothing_and_t
   EXPECT_EQ(again.value("stdout", ""), "again\n") << again.dump() << s.Text("again.err");
   // A storage template that no longer fits is made elsewhere, quietly.
   EXPECT_EQ(s.Text("again.err"), "");
-  EXPECT_EQ(CountProcessesWith(s.name), 0);
+  EXPECT_EQ(CountProcessesWith(s.name()), 0);
   ExpectNoMoreThan(before);
 }
 
@@ -84,8 +67,8 @@ TEST(HostPressure, a_full_state_filesystem_is_a_clear_error_leaves_nothing_and_t
 // next run makes the state dir anew.
 TEST(HostPressure, run_smolbox_removed_mid_run_leaves_nothing_and_the_next_run_works) {
   Leftovers before = Leftovers::Now();
-  PressureScript s;
-  ProgramRun script = s.Run(R"sh(
+  PrivateMountScript s;
+  auto script = s.Run(R"sh(
     mount -t tmpfs -o mode=0755 tmpfs /run || exit 90
     "$SMOLBOX" run --json --storage 16M -- /bin/sh -c 'echo started; sleep 2; echo data > /work/x; cat /work/x' \
       > "$DIR/run.json" 2> "$DIR/run.err" &
@@ -105,7 +88,7 @@ TEST(HostPressure, run_smolbox_removed_mid_run_leaves_nothing_and_the_next_run_w
   EXPECT_EQ(s.Text("exec.out"), "served\n");
   EXPECT_EQ(s.Json("again.json").value("stdout", ""), "again\n") << s.Text("again.json") << s.Text("again.err");
   // The keeper whose directory went ends its sandbox: agent, mounts and cgroups with it.
-  EXPECT_TRUE(WaitUntil([&] { return CountProcessesWith(s.name) == 0; }, std::chrono::seconds(10)))
+  EXPECT_TRUE(WaitUntil([&] { return CountProcessesWith(s.name()) == 0; }, std::chrono::seconds(10)))
       << "the keeper of a sandbox whose state was removed lived on";
   EXPECT_TRUE(WaitUntil([&] { return Leftovers::Now().loops <= before.loops; }, std::chrono::seconds(5)));
   ExpectNoMoreThan(before);
@@ -147,8 +130,8 @@ TEST(HostPressure, too_few_descriptors_is_a_clear_error_or_a_run_and_leaves_noth
 // to rlimits: the run says so in its warnings, and a memory bomb under --mem still fails.
 TEST(HostPressure, a_read_only_cgroup_hierarchy_falls_back_to_rlimits_with_warnings_and_leaves_nothing) {
   Leftovers before = Leftovers::Now();
-  PressureScript s;
-  ProgramRun script = s.Run(R"sh(
+  PrivateMountScript s;
+  auto script = s.Run(R"sh(
     for m in $(/usr/bin/findmnt -rn -t cgroup,cgroup2 -o TARGET); do mount -o remount,bind,ro "$m" || exit 90; done
     "$SMOLBOX" run --json --mem 64M -- /usr/bin/python3 -c \
       'b = bytearray(512 << 20); print("allocated", len(b))' > "$DIR/bomb.json" 2> "$DIR/bomb.err"
@@ -163,7 +146,7 @@ TEST(HostPressure, a_read_only_cgroup_hierarchy_falls_back_to_rlimits_with_warni
     warned |= warning.get<std::string>().find("Read-only file system") != std::string::npos;
   }
   EXPECT_TRUE(warned) << bomb.dump();
-  EXPECT_EQ(s.Json("hello.json").value("stdout", ""), s.name + "\n") << s.Text("hello.json") << s.Text("hello.err");
+  EXPECT_EQ(s.Json("hello.json").value("stdout", ""), s.name() + "\n") << s.Text("hello.json") << s.Text("hello.err");
   ExpectNoMoreThan(before);
   // Outside the namespace the hierarchy is writable again, and the next run has its cgroups.
   auto next = RunJson({"--mem", "64M"}, {"/bin/echo", "next"});

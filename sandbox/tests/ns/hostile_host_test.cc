@@ -2,7 +2,8 @@
 // no $XDG_RUNTIME_DIR keeps its state in /tmp/smolbox-UID, where anyone may create that name
 // first; with one, in $XDG_RUNTIME_DIR/smolbox. Here uid kAttacker plants what it can in those
 // places, and smolbox run as uid kVictim must refuse them, naming the path, without following a
-// link, writing anything into them, or hanging on a FIFO.
+// link, writing anything into them, or hanging on a FIFO. Root's own state dir gets the same
+// plants, where only a broken host would let them be made.
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -89,6 +90,35 @@ TEST(HostileHost, a_smolbox_dir_another_user_made_in_a_shared_runtime_dir_is_ref
   EXPECT_NE((run.out + run.err).find(planted), std::string::npos) << run.out << run.err;
   EXPECT_NE((run.out + run.err).find("not a directory owned by this user"), std::string::npos) << run.out << run.err;
   EXPECT_TRUE(IsEmptyDir(planted)) << "smolbox wrote into another user's directory";
+}
+
+// As root, the state is /run/smolbox, in a directory only root may write: on a sound host no
+// other user can plant anything there. On one where someone did (here a tmpfs over /run, in a
+// private mount namespace), each plant is refused as it is for a user, naming the path, and
+// nothing is followed or written; once it is gone, root's state dir is made anew, 0711.
+TEST(HostileHost, as_root_a_planted_run_smolbox_is_refused_and_never_followed_or_written) {
+  PrivateMountScript s;
+  auto script = s.Run(R"sh(
+    mount -t tmpfs -o mode=0755 tmpfs /run || exit 90
+    try() { timeout 30 "$SMOLBOX" run --json -- /bin/echo ran > "$DIR/$1.json" 2> "$DIR/$1.err"; echo $? > "$DIR/$1.rc"; }
+    mkdir -m 0777 /run/smolbox && chown 65000:65000 /run/smolbox && chmod 0777 /run/smolbox
+    try dir; ls -A /run/smolbox > "$DIR/dir.left"; rm -rf /run/smolbox
+    mkdir -m 0700 "$DIR/target" && ln -s "$DIR/target" /run/smolbox && chown -h 65000:65000 /run/smolbox
+    try link; ls -A "$DIR/target" > "$DIR/link.left"; rm /run/smolbox
+    mkfifo -m 0666 /run/smolbox && try fifo; rm /run/smolbox
+    try clean; stat -c '%u %a %F' /run/smolbox > "$DIR/clean.stat"
+  )sh");
+  ASSERT_EQ(script.exit_code, 0) << script.out << script.err;
+  for (const char* plant : {"dir", "link", "fifo"}) {
+    std::string said = s.Text(std::string(plant) + ".json") + s.Text(std::string(plant) + ".err");
+    EXPECT_EQ(s.Text(std::string(plant) + ".rc"), "125\n") << plant << ": " << said;
+    EXPECT_NE(said.find("/run/smolbox"), std::string::npos) << plant << ": " << said;
+    EXPECT_NE(said.find("not a directory owned by this user"), std::string::npos) << plant << ": " << said;
+  }
+  EXPECT_EQ(s.Text("dir.left"), "") << "root wrote into another user's directory";
+  EXPECT_EQ(s.Text("link.left"), "") << "root followed the planted link";
+  EXPECT_EQ(s.Json("clean.json").value("stdout", ""), "ran\n") << s.Text("clean.json") << s.Text("clean.err");
+  EXPECT_EQ(s.Text("clean.stat"), "0 711 directory\n");
 }
 
 TEST_F(PlantedStateDir, the_victim_runs_again_once_the_plant_is_gone) {
