@@ -52,10 +52,10 @@ std::string Dead(const std::string& name, const std::string& reason) {
 }
 
 // Waits for the keeper to exit, killing it if it does not within the wait.
-void AwaitKeeperExit(const KeeperInfo& info, bool kill_now) {
+void AwaitKeeperExit(const KeeperInfo& info, int dir_fd, bool kill_now) {
   UniqueFd pidfd(static_cast<int>(syscall(SYS_pidfd_open, info.pid, 0)));
   // The pid may have been recycled between the check and the open: check again through it.
-  if (!pidfd.valid() || !KeeperAlive(info)) return;
+  if (!pidfd.valid() || !KeeperAlive(info, dir_fd)) return;
   if (kill_now) syscall(SYS_pidfd_send_signal, pidfd.get(), SIGKILL, nullptr, 0);
   pollfd fd{pidfd.get(), POLLIN, 0};
   if (poll(&fd, 1, kKeeperExitWaitMs) > 0) return;
@@ -136,7 +136,7 @@ RunResult ExecInSandbox(const std::string& name, const ExecOrder& order, const E
   auto listing = Inspect(name, dir->get());
   if (!listing.info) return Refused(Dead(name, listing.reason));
   if (auto reason = ReadDeathReason(dir->get())) return Refused(Dead(name, *reason));
-  if (!KeeperAlive(*listing.info)) return Refused(Dead(name, "its keeper process is gone"));
+  if (!KeeperAlive(*listing.info, dir->get())) return Refused(Dead(name, "its keeper process is gone"));
   auto conn = Connect(dir->get());
   if (!conn) return Refused(Dead(name, conn.error().ToString()));
   std::vector<int> fds;
@@ -177,12 +177,12 @@ Expected<void> RemoveSandbox(const std::string& name, bool force) {
     return std::unexpected(Error{"name", fmt::format("sandbox {:?} is busy: an exec is running in it; smolbox rm --force {} "
                                                      "ends it", name, name), 0});
   }
-  if (info && KeeperAlive(*info)) {
+  if (info && KeeperAlive(*info, dir.get())) {
     // A busy keeper is mid-exec and cannot answer; an idle one tears down in order; one that
     // has marked its sandbox dead is tearing down already and exits by itself.
     bool dying = ReadDeathReason(dir.get()).has_value();
     bool stopped = !busy && !dying && AskToStop(dir.get());
-    AwaitKeeperExit(*info, !stopped && !dying);
+    AwaitKeeperExit(*info, dir.get(), !stopped && !dying);
   }
   // Whatever a killed keeper left: its run directory, its cgroups.
   shared::SweepStaleRuns();

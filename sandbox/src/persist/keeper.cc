@@ -131,7 +131,9 @@ class Keeper {
       }
       if (fds[3].revents != 0) return Die("the server that created it went away");
       if (fds[4].revents != 0) {
-        if (std::string gone = OwnDirGone(dir_watch_.get()); !gone.empty()) return Die(gone);
+        // Nothing is written into a directory that is being removed: a `dead` file would make
+        // the remover's last rmdir fail. ls then says the keeper is gone.
+        if (std::string gone = OwnDirGone(dir_watch_.get()); !gone.empty()) return Die(gone, Record::kNo);
       }
       if (fds[0].revents != 0 && !Accept()) return;
     }
@@ -191,8 +193,9 @@ class Keeper {
 
   // Marked dead and closed to requests first: a teardown (a VM's power-off) takes a moment,
   // during which ls must not call the sandbox running nor exec reach it.
-  void Die(const std::string& reason) {
-    (void)WriteDeathReason(dir_fd_, reason + "\n");
+  enum class Record { kYes, kNo };
+  void Die(const std::string& reason, Record record = Record::kYes) {
+    if (record == Record::kYes) (void)WriteDeathReason(dir_fd_, reason + "\n");
     listener_.Reset();
     unlinkat(dir_fd_, kControlSocket, 0);
     session_.reset();

@@ -117,10 +117,34 @@ std::optional<KeeperInfo> ReadInfo(int dir_fd) {
   }
 }
 
-bool KeeperAlive(const KeeperInfo& info) {
+namespace {
+
+// True when one of pid's descriptors is the directory behind dir_fd.
+bool HoldsDirectory(pid_t pid, int dir_fd) {
+  struct stat want{};
+  if (fstat(dir_fd, &want) != 0) return false;
+  DIR* fds = opendir(fmt::format("/proc/{}/fd", pid).c_str());
+  if (fds == nullptr) return false;
+  bool held = false;
+  while (dirent* entry = readdir(fds)) {
+    struct stat st{};
+    // stat through the descriptor's link: the object itself, opened by nobody here.
+    if (entry->d_name[0] != '.' && fstatat(dirfd(fds), entry->d_name, &st, 0) == 0 && S_ISDIR(st.st_mode) &&
+        st.st_dev == want.st_dev && st.st_ino == want.st_ino) {
+      held = true;
+      break;
+    }
+  }
+  closedir(fds);
+  return held;
+}
+
+}  // namespace
+
+bool KeeperAlive(const KeeperInfo& info, int dir_fd) {
   if (info.pid <= 0) return false;
   auto start = shared::ProcessStartTime(info.pid);
-  return start && *start == info.start_time;
+  return start && *start == info.start_time && HoldsDirectory(info.pid, dir_fd);
 }
 
 std::optional<std::string> ReadDeathReason(int dir_fd) {
@@ -207,7 +231,7 @@ SandboxListing Inspect(const std::string& name, int dir_fd) {
   }
   if (auto reason = ReadDeathReason(dir_fd)) {
     listing.reason = *reason;
-  } else if (!KeeperAlive(*listing.info)) {
+  } else if (!KeeperAlive(*listing.info, dir_fd)) {
     listing.reason = "its keeper process is gone";
   } else {
     listing.status = locked ? SandboxStatus::kBusy : SandboxStatus::kRunning;

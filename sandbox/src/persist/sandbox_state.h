@@ -52,8 +52,11 @@ Expected<UniqueFd> OpenSandboxDir(const std::string& name);
 // Writes info.json atomically (a temp file renamed over it).
 Expected<void> WriteInfo(int dir_fd, const KeeperInfo& info);
 std::optional<KeeperInfo> ReadInfo(int dir_fd);
-// True when info's keeper is the process running under that pid now.
-bool KeeperAlive(const KeeperInfo& info);
+// True when info's keeper is the process running under that pid now, and it holds the
+// sandbox's directory (dir_fd) open, as a keeper does for its whole life. A forged or stale
+// info.json that names another process, even one of this user's, is not taken for the keeper:
+// nothing would otherwise stop `smolbox rm` from killing it.
+bool KeeperAlive(const KeeperInfo& info, int dir_fd);
 // The dead file's reason, if there is one.
 std::optional<std::string> ReadDeathReason(int dir_fd);
 Expected<void> WriteDeathReason(int dir_fd, const std::string& reason);

@@ -95,7 +95,8 @@ TEST(HostPressure, run_smolbox_removed_mid_run_leaves_nothing_and_the_next_run_w
 }
 
 // With too few descriptors smolbox fails at whichever step ran out, saying so, or runs: never a
-// crash, a hang or a leak. Below 4 the dynamic loader itself fails, before smolbox runs.
+// crash, a hang or a leak. At the lowest limits the dynamic loader itself fails, before smolbox
+// runs.
 TEST(HostPressure, too_few_descriptors_is_a_clear_error_or_a_run_and_leaves_nothing) {
   Leftovers before = Leftovers::Now();
   size_t runs_before = CountEntries("/run/smolbox/runs");
@@ -107,6 +108,9 @@ TEST(HostPressure, too_few_descriptors_is_a_clear_error_or_a_run_and_leaves_noth
                                  "--storage", "16M", "--", "/bin/echo", token});
     auto result = nlohmann::json::parse(run.out, nullptr, false);
     std::string context = fmt::format("with {} descriptors: {} {}", limit, run.out, run.err);
+    // The loader's failure, before smolbox runs: the lowest limits, with whatever descriptors the
+    // test's own parent left open.
+    if (run.exit_code == 127 && run.err.find("error while loading shared libraries") != std::string::npos) continue;
     ASSERT_TRUE(run.exit_code == 0 || run.exit_code == 125) << context;
     if (run.exit_code == 0) {
       EXPECT_EQ(result.value("stdout", ""), token + "\n") << context;

@@ -262,11 +262,13 @@ TEST(Persistent, removing_its_state_directory_or_control_socket_ends_the_sandbox
     std::string run_id = RunIdOf(keeper);
     ASSERT_FALSE(children.empty()) << "the keeper has no agent";
     std::string dir = std::string(kSandboxes) + "/" + box.name();
+    std::error_code removed;
     if (whole_dir) {
-      std::filesystem::remove_all(dir);
+      std::filesystem::remove_all(dir, removed);
     } else {
-      std::filesystem::remove(dir + "/control.sock");
+      std::filesystem::remove(dir + "/control.sock", removed);
     }
+    EXPECT_FALSE(removed) << "removing " << what << ": " << removed.message();
     EXPECT_TRUE(WaitUntil([&] { return !Running(keeper); }, std::chrono::seconds(10)))
         << "the keeper lived on after " << what << " was removed";
     for (pid_t child : children) {
@@ -275,7 +277,7 @@ TEST(Persistent, removing_its_state_directory_or_control_socket_ends_the_sandbox
     if (!whole_dir) {
       auto listed = Listed(box.name());
       EXPECT_EQ(listed.value("status", ""), "dead") << listed;
-      EXPECT_NE(listed.value("reason", "").find("control socket was removed"), std::string::npos) << listed;
+      EXPECT_NE(listed.value("reason", "").find("keeper process is gone"), std::string::npos) << listed;
       auto rm = RunSmolbox({"rm", box.name()});
       EXPECT_EQ(rm.exit_code, 0) << rm.err;
     }
@@ -316,6 +318,83 @@ TEST(Persistent, a_stopped_keeper_holds_its_exec_client_no_longer_than_the_timeo
                         std::chrono::seconds(20)))
       << next.out << next.err;
   EXPECT_EQ(next.result.value("stdout", ""), "again\n");
+}
+
+// A stopped agent (PID 1 of an ns sandbox) cannot end the workload at its timeout: the host's
+// backstop kills the sandbox at the timeout plus its grace, the exec ends as a timeout that says
+// so, and the sandbox is dead, naming the signal.
+TEST(Persistent, a_stopped_agent_is_ended_by_the_host_backstop_and_the_sandbox_is_dead) {
+  Sandbox box({"--backend", "ns"});
+  ASSERT_EQ(box.created().exit_code, 0) << box.created().err;
+  pid_t keeper = KeeperPid(box.name());
+  std::vector<pid_t> children = ChildrenOf(keeper);
+  std::string run_id = RunIdOf(keeper);
+  ASSERT_FALSE(children.empty()) << "the keeper has no agent";
+  std::string token = RandomToken();
+  Invocation exec;
+  std::thread client([&] {
+    exec = Exec(box.name(), {"--timeout", "2s"},
+                {kPython, "-c", "import sys, time; print(sys.argv[1], flush=True); time.sleep(60)", token});
+  });
+  ASSERT_TRUE(WaitUntil([&] { return CountProcessesWith(token) > 0; }, std::chrono::seconds(10)));
+  kill(children.front(), SIGSTOP);
+  client.join();
+  EXPECT_EQ(exec.result.value("status", ""), "timeout") << exec.out;
+  EXPECT_NE(exec.result.value("warnings", nlohmann::json::array()).dump().find("host backstop"), std::string::npos)
+      << exec.out;
+  EXPECT_LT(exec.seconds, 15.0);
+  EXPECT_TRUE(WaitUntil([&] { return CountProcessesWith(token) == 0; }, std::chrono::seconds(10)));
+  auto listed = Listed(box.name());
+  EXPECT_EQ(listed.value("status", ""), "dead") << listed;
+  EXPECT_NE(listed.value("reason", "").find("SIGKILL"), std::string::npos) << listed;
+  auto rm = RunSmolbox({"rm", box.name()});
+  EXPECT_EQ(rm.exit_code, 0) << rm.err;
+  ExpectNoTrace(box.name(), keeper, children, run_id);
+}
+
+// The kernel's start time of pid (field 22 of /proc/<pid>/stat), as a keeper records its own.
+unsigned long long StartTimeOf(pid_t pid) {
+  std::string stat = ReadFileOrEmpty(fmt::format("/proc/{}/stat", pid));
+  std::istringstream fields(stat.substr(stat.rfind(')') + 2));
+  std::string field;
+  for (int i = 3; i <= 22 && fields >> field; ++i) {
+    if (i == 22) return std::stoull(field);
+  }
+  return 0;
+}
+
+// info.json forged (a process of the same user that is not the keeper, with its true start
+// time) or broken: the sandbox is listed dead, exec is refused, and rm removes it without
+// killing the process it names. The real keeper, whose directory rm removes, ends its sandbox.
+TEST(Persistent, a_forged_or_broken_info_json_never_gets_another_process_killed_and_rm_cleans_up) {
+  pid_t bystander = fork();
+  ASSERT_GE(bystander, 0);
+  if (bystander == 0) {
+    execl("/bin/sleep", "sleep", "120", nullptr);
+    _exit(127);
+  }
+  ASSERT_TRUE(WaitUntil([&] { return ReadFileOrEmpty(fmt::format("/proc/{}/comm", bystander)) == "sleep\n"; },
+                        std::chrono::seconds(5)));
+  std::string forged = nlohmann::json{{"backend", "ns"}, {"isolation", "namespaces"}, {"created", "2026-01-01T00:00:00Z"},
+                                      {"keeper_pid", bystander}, {"keeper_start_time", StartTimeOf(bystander)},
+                                      {"exec_timeout_ms", 30000}}.dump();
+  for (const std::string& info : {forged, std::string("{not json"), std::string(R"({"keeper_pid": "1"})")}) {
+    Sandbox box({"--backend", "ns"});
+    ASSERT_EQ(box.created().exit_code, 0) << box.created().err;
+    pid_t keeper = KeeperPid(box.name());
+    std::vector<pid_t> children = ChildrenOf(keeper);
+    std::string run_id = RunIdOf(keeper);
+    WriteFile(std::string(kSandboxes) + "/" + box.name() + "/info.json", info);
+    EXPECT_EQ(Listed(box.name()).value("status", ""), "dead") << info << ": " << Listed(box.name()).dump();
+    auto exec = Exec(box.name(), {}, {"/bin/true"});
+    EXPECT_EQ(exec.exit_code, 125) << info << ": " << exec.out << exec.err;
+    auto rm = RunSmolbox({"rm", box.name()});
+    EXPECT_EQ(rm.exit_code, 0) << info << ": " << rm.err;
+    EXPECT_TRUE(Running(bystander)) << "rm killed the process a forged info.json named";
+    ExpectNoTrace(box.name(), keeper, children, run_id);
+  }
+  kill(bystander, SIGKILL);
+  waitpid(bystander, nullptr, 0);
 }
 
 // A process that is not smolbox holding a sandbox's lock (one of the same user's: no other user
