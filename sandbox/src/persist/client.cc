@@ -160,6 +160,8 @@ RunResult ExecInSandbox(const std::string& name, const ExecOrder& order, const E
     RunResult broken;
     broken.status = Status::kInternalError;
     broken.error = fmt::format("sandbox {:?}: {}", name, result.error().ToString());
+    // A keeper that died of its sandbox's end wrote why before it closed the connection.
+    if (auto reason = ReadDeathReason(dir->get())) broken.error += fmt::format("; it is dead: {}", *reason);
     return broken;
   }
   return *result;
