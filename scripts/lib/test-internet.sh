@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # A test internet of network namespaces, for the scripts that fetch through the egress gateway
 # (scripts/egress-bench, scripts/soak); sourced, root only. Nothing in it routes off this
 # machine:
@@ -16,6 +17,7 @@
 ti_suffix=$$
 ti_up=sbx-ti-up-$ti_suffix ti_net=sbx-ti-net-$ti_suffix ti_client=sbx-ti-cl-$ti_suffix
 ti_pids=()
+# shellcheck disable=SC2034  # for the scripts that source this
 ti_egress_flags=(--allow-host api.allowed.test --egress-netns "/run/netns/$ti_up" --dns-server 203.0.113.53)
 
 test_internet_down() {
