@@ -9,7 +9,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <fstream>
 #include <optional>
 
 #include <fmt/format.h>
@@ -101,20 +100,12 @@ bool AwaitAnswer(int conn_fd, int cancel_fd, std::optional<Clock::time_point> de
   }
 }
 
-// True when the process is stopped (SIGSTOP, a tracer): a keeper that cannot answer.
-bool Stopped(pid_t pid) {
-  std::string stat;
-  std::getline(std::ifstream(fmt::format("/proc/{}/stat", pid)), stat);
-  auto close = stat.rfind(')');
-  return close != std::string::npos && close + 2 < stat.size() && (stat[close + 2] == 'T' || stat[close + 2] == 't');
-}
-
 RunResult NoAnswer(const std::string& name, const KeeperInfo& keeper, int64_t timeout_ms) {
   RunResult broken;
   broken.status = Status::kInternalError;
   broken.error = fmt::format("sandbox {:?}: its keeper (pid {}) gave no result within {} ms of the exec's {} ms timeout",
                              name, keeper.pid, kAnswerMarginMs, timeout_ms);
-  if (Stopped(keeper.pid)) {
+  if (shared::ProcessStopped(keeper.pid)) {
     broken.error += fmt::format("; it is stopped (SIGSTOP): SIGCONT resumes it, smolbox rm --force {} ends it", name);
   }
   return broken;

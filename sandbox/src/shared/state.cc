@@ -92,14 +92,31 @@ Expected<std::string> CacheDir() {
   return dir;
 }
 
-Expected<unsigned long long> ProcessStartTime(int pid) {
+namespace {
+
+// The fields of /proc/<pid>/stat from the third on (the state letter first).
+Expected<std::string> StatFieldsAfterName(int pid) {
   std::ifstream in(fmt::format("/proc/{}/stat", pid));
   std::string line;
   if (!std::getline(in, line)) return std::unexpected(Error{"read /proc/<pid>/stat", "gone", ESRCH});
   // The command name may hold spaces and parentheses; fields resume after the last ')'.
   auto close = line.rfind(')');
-  if (close == std::string::npos) return std::unexpected(Error{"parse /proc/<pid>/stat", "bad", 0});
-  std::istringstream fields(line.substr(close + 2));
+  if (close == std::string::npos || close + 2 >= line.size()) {
+    return std::unexpected(Error{"parse /proc/<pid>/stat", "bad", 0});
+  }
+  return line.substr(close + 2);
+}
+
+}  // namespace
+
+bool ProcessStopped(int pid) {
+  auto fields = StatFieldsAfterName(pid);
+  return fields && (fields->front() == 'T' || fields->front() == 't');
+}
+
+Expected<unsigned long long> ProcessStartTime(int pid) {
+  SMOLBOX_ASSIGN_OR_RETURN(auto after_name, StatFieldsAfterName(pid));
+  std::istringstream fields(after_name);
   std::string field;
   for (int i = 3; i <= 22 && fields >> field; ++i) {
     // A zombie has ended; only its parent has not collected it yet (a killed keeper's

@@ -42,6 +42,8 @@ class RunDir {
 // The kernel's start time of a process, to tell a live runtime from a recycled pid. A zombie
 // counts as gone.
 Expected<unsigned long long> ProcessStartTime(int pid);
+// True when the process is stopped (SIGSTOP, a tracer).
+bool ProcessStopped(int pid);
 
 // Removes run dirs and cgroups of runtimes that are gone. Safe to call concurrently.
 void SweepStaleRuns();

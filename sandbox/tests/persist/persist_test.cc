@@ -115,6 +115,19 @@ std::vector<std::string> CgroupsNamed(const std::string& fragment) {
   return found;
 }
 
+// What a sandbox holds on the host while it runs: its keeper, the keeper's children (the agent,
+// or QEMU), and its run dir's name (and so its cgroups'), for ExpectNoTrace afterwards.
+struct Holdings {
+  pid_t keeper;
+  std::vector<pid_t> children;
+  std::string run_id;
+};
+
+Holdings HoldingsOf(const std::string& name) {
+  pid_t keeper = KeeperPid(name);
+  return {keeper, ChildrenOf(keeper), RunIdOf(keeper)};
+}
+
 // Everything a sandbox held is gone: keeper and its children, state dir, run dir, cgroups.
 void ExpectNoTrace(const std::string& name, pid_t keeper, const std::vector<pid_t>& children, const std::string& run_id) {
   EXPECT_FALSE(std::filesystem::exists(std::string(kSandboxes) + "/" + name)) << "state dir left";
@@ -226,9 +239,7 @@ TEST(Persistent, sigkill_of_the_keeper_or_the_agent_mid_exec_ends_the_exec_and_r
     std::string token = RandomToken();
     Sandbox box({"--backend", "ns"});
     ASSERT_EQ(box.created().exit_code, 0) << box.created().err;
-    pid_t keeper = KeeperPid(box.name());
-    std::vector<pid_t> children = ChildrenOf(keeper);
-    std::string run_id = RunIdOf(keeper);
+    auto [keeper, children, run_id] = HoldingsOf(box.name());
     ASSERT_FALSE(children.empty()) << "the keeper has no agent";
     int delay = delay_ms(rng);
     std::string context = fmt::format("trial {}: {} killed after {} ms", trial, kill_agent ? "agent" : "keeper", delay);
@@ -266,9 +277,7 @@ TEST(Persistent, removing_its_state_directory_or_control_socket_ends_the_sandbox
     std::string what = whole_dir ? "its state directory" : "its control socket";
     Sandbox box({"--backend", "ns"});
     ASSERT_EQ(box.created().exit_code, 0) << box.created().err;
-    pid_t keeper = KeeperPid(box.name());
-    std::vector<pid_t> children = ChildrenOf(keeper);
-    std::string run_id = RunIdOf(keeper);
+    auto [keeper, children, run_id] = HoldingsOf(box.name());
     ASSERT_FALSE(children.empty()) << "the keeper has no agent";
     std::string dir = std::string(kSandboxes) + "/" + box.name();
     std::error_code removed;
@@ -336,9 +345,7 @@ TEST(Persistent, a_stopped_keeper_holds_its_exec_client_no_longer_than_the_timeo
 TEST(Persistent, a_stopped_agent_is_ended_by_the_host_backstop_and_the_sandbox_is_dead) {
   Sandbox box({"--backend", "ns"});
   ASSERT_EQ(box.created().exit_code, 0) << box.created().err;
-  pid_t keeper = KeeperPid(box.name());
-  std::vector<pid_t> children = ChildrenOf(keeper);
-  std::string run_id = RunIdOf(keeper);
+  auto [keeper, children, run_id] = HoldingsOf(box.name());
   ASSERT_FALSE(children.empty()) << "the keeper has no agent";
   std::string token = RandomToken();
   Invocation exec;
@@ -391,9 +398,7 @@ TEST(Persistent, a_forged_or_broken_info_json_never_gets_another_process_killed_
   for (const std::string& info : {forged, std::string("{not json"), std::string(R"({"keeper_pid": "1"})")}) {
     Sandbox box({"--backend", "ns"});
     ASSERT_EQ(box.created().exit_code, 0) << box.created().err;
-    pid_t keeper = KeeperPid(box.name());
-    std::vector<pid_t> children = ChildrenOf(keeper);
-    std::string run_id = RunIdOf(keeper);
+    auto [keeper, children, run_id] = HoldingsOf(box.name());
     WriteFile(std::string(kSandboxes) + "/" + box.name() + "/info.json", info);
     EXPECT_EQ(Listed(box.name()).value("status", ""), "dead") << info << ": " << Listed(box.name()).dump();
     auto exec = Exec(box.name(), {}, {"/bin/true"});
@@ -512,9 +517,7 @@ TEST(Persistent, name_clash_unknown_name_bad_name_and_a_command_to_create_are_cl
 TEST(Persistent, a_sandbox_whose_agent_died_is_dead_refuses_execs_and_rm_cleans_it_up) {
   Sandbox box({"--backend", "ns"});
   ASSERT_EQ(box.created().exit_code, 0) << box.created().err;
-  pid_t keeper = KeeperPid(box.name());
-  auto children = ChildrenOf(keeper);
-  std::string run_id = RunIdOf(keeper);
+  auto [keeper, children, run_id] = HoldingsOf(box.name());
   ASSERT_EQ(children.size(), 1u);
   kill(children[0], SIGKILL);
   WaitUntil([&] { return Listed(box.name()).value("status", "") == "dead"; }, std::chrono::seconds(5));
@@ -533,9 +536,7 @@ TEST(Persistent, a_sandbox_whose_agent_died_is_dead_refuses_execs_and_rm_cleans_
 TEST(Persistent, a_killed_keeper_shows_dead_takes_its_agent_along_and_rm_cleans_up) {
   Sandbox box({"--backend", "ns"});
   ASSERT_EQ(box.created().exit_code, 0) << box.created().err;
-  pid_t keeper = KeeperPid(box.name());
-  auto children = ChildrenOf(keeper);
-  std::string run_id = RunIdOf(keeper);
+  auto [keeper, children, run_id] = HoldingsOf(box.name());
   kill(keeper, SIGKILL);
   WaitUntil([&] { return !Running(keeper); }, std::chrono::seconds(10));
   auto listed = Listed(box.name());
@@ -549,9 +550,7 @@ TEST(Persistent, a_killed_keeper_shows_dead_takes_its_agent_along_and_rm_cleans_
 TEST(Persistent, rm_force_ends_a_sandbox_in_the_middle_of_an_exec) {
   Sandbox box({"--backend", "ns"});
   ASSERT_EQ(box.created().exit_code, 0) << box.created().err;
-  pid_t keeper = KeeperPid(box.name());
-  auto children = ChildrenOf(keeper);
-  std::string run_id = RunIdOf(keeper);
+  auto [keeper, children, run_id] = HoldingsOf(box.name());
   Invocation slow;
   std::thread exec([&] { slow = Exec(box.name(), {}, {"/bin/sleep", "30"}); });
   WaitUntil([&] { return Listed(box.name()).value("status", "") == "busy"; }, std::chrono::seconds(3));
@@ -704,11 +703,9 @@ TEST(PersistentVm, a_vm_sandbox_serves_warm_execs_keeps_its_state_and_dies_with_
   Sandbox box({"--backend", "vm", "--accel", "tcg", "--mem", "128M"});
   ASSERT_EQ(box.created().exit_code, 0) << box.created().out << box.created().err;
   EXPECT_EQ(box.created().result.value("isolation", ""), "tcg");
-  pid_t keeper = KeeperPid(box.name());
-  auto children = ChildrenOf(keeper);
+  auto [keeper, children, run_id] = HoldingsOf(box.name());
   ASSERT_EQ(children.size(), 1u) << "QEMU";
   EXPECT_NE(ReadFileOrEmpty(fmt::format("/proc/{}/cmdline", children[0])).find("qemu"), std::string::npos);
-  std::string run_id = RunIdOf(keeper);
   auto first = Exec(box.name(), {}, {kPython, "-c", "open('/tmp/kept', 'w').write('kept')\nprint(42)"});
   ASSERT_EQ(first.result.value("status", ""), "exited") << first.out << first.err;
   EXPECT_EQ(first.result["stdout"], "42\n");
@@ -758,10 +755,8 @@ TEST(PersistentVm, qemu_killed_or_stopped_mid_exec_ends_the_exec_and_rm_leaves_n
     std::string context = signal == SIGKILL ? "QEMU killed" : "QEMU stopped";
     Sandbox box({"--backend", "vm", "--accel", "tcg", "--mem", "128M"});
     ASSERT_EQ(box.created().exit_code, 0) << box.created().out << box.created().err;
-    pid_t keeper = KeeperPid(box.name());
-    auto children = ChildrenOf(keeper);
+    auto [keeper, children, run_id] = HoldingsOf(box.name());
     ASSERT_EQ(children.size(), 1u) << "QEMU";
-    std::string run_id = RunIdOf(keeper);
     Invocation exec;
     std::thread client([&] { exec = Exec(box.name(), {"--timeout", "3s"}, {"/bin/sh", "-c", "echo started; sleep 60"}); });
     std::this_thread::sleep_for(RandomDelay(0, 2500));  // the guest starts it after about a second
