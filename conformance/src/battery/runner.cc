@@ -101,6 +101,9 @@ std::vector<std::string> StaleSandboxState(const Profile& profile) {
     std::ifstream owner(run.path() / "owner");
     int pid = 0;
     if (owner >> pid && pid > 0 && fs::exists(fmt::format("/proc/{}", pid))) continue;
+    // A run dir is made under a staging name and renamed when whole: one listed a moment ago
+    // may be gone by now, renamed or removed by its runtime.
+    if (!fs::exists(run.path(), ec)) continue;
     if (!owner && fs::last_write_time(run.path(), ec) > fs::file_time_type::clock::now() - std::chrono::minutes(1)) {
       continue;  // being created right now
     }
