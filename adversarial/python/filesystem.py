@@ -29,6 +29,8 @@ write_everywhere DIRS PROBE
                          the host. WROTE [DIR] says the sandbox's own DIR took it
 unsafe_outputs OUT       leave a setuid file, a FIFO and a link out of the volume in OUT, for a
                          copy-back that must not hand them to the host
+setuid_output OUT        leave only a setuid and setgid file in OUT: nothing else the copy-back
+                         refuses comes first and stops it before this file
 """
 import ctypes
 import os
@@ -287,13 +289,25 @@ def unsafe_outputs(out):
         say(f"PLANTED {label} in {out}")
 
 
+def setuid_output(out):
+    path = os.path.join(out, "setuid")
+    try:
+        with open(path, "w") as f:
+            f.write("#!/bin/sh\n")
+        os.chmod(path, 0o6755)
+    except OSError as e:
+        say(f"BLOCKED setuid file: {e.strerror}")
+        return
+    say(f"PLANTED setuid file {path}, mode {oct(os.stat(path).st_mode & 0o7777)}")
+
+
 MODES = {
     "absolute": absolute, "dotdot": dotdot, "proc_self_root": proc_self_root,
     "proc_1_root": proc_1_root, "proc_scan": proc_scan, "symlink_plant": symlink_plant,
     "symlink_swap": symlink_swap, "symlink_up": symlink_up, "hardlink": hardlink,
     "ro_write": ro_write, "open_by_handle": open_by_handle, "canary_fd": canary_fd,
     "host_read": host_read, "host_walk": host_walk, "write_everywhere": write_everywhere,
-    "unsafe_outputs": unsafe_outputs,
+    "unsafe_outputs": unsafe_outputs, "setuid_output": setuid_output,
 }
 
 if __name__ == "__main__":

@@ -38,6 +38,8 @@ case "$1" in
     mkfifo "$2/fifo"
     ln -s /etc/hostname "$2/hostname"
     echo "PLANTED $2/setuid, $2/fifo and $2/hostname -> /etc/hostname" ;;
+  setuid_output)
+    echo '#!/bin/sh' > "$2/setuid" && chmod 6755 "$2/setuid" && echo "PLANTED $2/setuid, mode 6755" ;;
   *)
     echo "unknown mode $1" >&2; exit 2 ;;
 esac

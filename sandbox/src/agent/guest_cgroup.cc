@@ -10,6 +10,8 @@
 
 #include <fmt/format.h>
 
+#include "mutant.h"
+
 namespace smolbox::agent {
 namespace {
 
@@ -42,15 +44,17 @@ Expected<WorkloadCgroup> WorkloadCgroup::Create(const std::string& root, const C
   }
   UniqueFd dir(openat(root_fd.get(), "workload", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (!dir.valid()) return std::unexpected(Error::Sys("open workload cgroup"));
-  if (limits.memory_bytes > 0) {
+  // With a protection off (mutant.h) the cgroup still accounts, but holds no limit: in a VM
+  // these switches are the guest's, as the host's cgroup then holds only QEMU.
+  if (limits.memory_bytes > 0 && SMOLBOX_PROTECTED("memory_cgroup")) {
     SMOLBOX_TRY(WriteAt(dir.get(), "memory.max", std::to_string(limits.memory_bytes)));
     // One OOM kill ends the whole workload, as on the host: no half-killed process tree.
     SMOLBOX_TRY(WriteAt(dir.get(), "memory.oom.group", "1"));
   }
-  if (limits.pids > 0) {
+  if (limits.pids > 0 && SMOLBOX_PROTECTED("pids_cgroup")) {
     SMOLBOX_TRY(WriteAt(dir.get(), "pids.max", std::to_string(limits.pids)));
   }
-  if (limits.cpus > 0) {
+  if (limits.cpus > 0 && SMOLBOX_PROTECTED("cpu_quota")) {
     auto quota = static_cast<int64_t>(limits.cpus * kCpuPeriodUsec);
     SMOLBOX_TRY(WriteAt(dir.get(), "cpu.max", fmt::format("{} {}", quota, kCpuPeriodUsec)));
   }

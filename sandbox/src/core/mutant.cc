@@ -49,9 +49,9 @@ const std::vector<Protection>& Protections() {
       {"rlimit_cpu", "agent: RLIMIT_CPU, the CPU-time limit of each process"},
       {"cpu_time_total", "both: the CPU-time limit of the whole tree, from its cgroup's usage"},
       {"output_cap", "agent: the cap on each output stream"},
-      {"memory_cgroup", "runtime: the memory cgroup's limit"},
-      {"pids_cgroup", "runtime: the pids cgroup's limit"},
-      {"cpu_quota", "runtime: the CPU cgroup's quota"},
+      {"memory_cgroup", "both: the memory cgroup's limit (the host's, and the guest's in a VM)"},
+      {"pids_cgroup", "both: the pids cgroup's limit (the host's, and the guest's in a VM)"},
+      {"cpu_quota", "both: the CPU cgroup's quota (the host's, and the guest's in a VM)"},
       {"storage_quota", "runtime: the storage's size"},
       {"copyback_sanitizer", "runtime: copy-back of regular files only, without setuid bits"},
       {"agent_timeout", "agent: the exec's timeout, the workload killed at its end"},
@@ -67,6 +67,8 @@ const std::vector<Protection>& Protections() {
       {"dns_rebinding", "gateway: an allowed name answered with a floor address is refused"},
       {"guest_userns", "vm agent: the workload's user namespace inside the guest"},
       {"qemu_sandbox", "vm: QEMU's -sandbox seccomp filter"},
+      {"qemu_jail", "vm: QEMU's jail (its namespaces, unprivileged uid, no capabilities)"},
+      {"no_nic", "vm: the VM has no network device"},
   };
   return all;
 }

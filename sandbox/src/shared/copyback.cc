@@ -78,11 +78,16 @@ std::string KindOf(mode_t mode) {
 }
 
 // The copy-back sanitizer's mutant (mutant.h): a symlink of the sandbox's made as it is on the
-// host, and the setuid and setgid bits of every file kept.
+// host, and the setuid and setgid bits of every file kept. Under mapped-xattr (a VM's storage)
+// the guest's symlink is a regular file on the host that holds its target.
 Expected<void> CopyLinkAsIs(int from_dir, const std::string& name, const struct stat& st, int to_dir) {
   if (!S_ISLNK(st.st_mode)) return {};
   char target[4096];
   ssize_t n = readlinkat(from_dir, name.c_str(), target, sizeof target - 1);
+  if (n < 0 && errno == EINVAL) {
+    UniqueFd file(openat(from_dir, name.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
+    n = file.valid() ? read(file.get(), target, sizeof target - 1) : -1;
+  }
   if (n < 0) return std::unexpected(Error::Sys("readlink " + name));
   unlinkat(to_dir, name.c_str(), 0);
   if (symlinkat(std::string(target, static_cast<size_t>(n)).c_str(), to_dir, name.c_str()) != 0) {

@@ -16,6 +16,8 @@
 
 #include <fmt/format.h>
 
+#include "mutant.h"
+
 namespace smolbox::vm {
 namespace {
 
@@ -39,15 +41,9 @@ void DropCapabilities() {
   syscall(SYS_capset, &header, data);
 }
 
-[[noreturn]] void RunChild(const JailPlan& plan, shared::CgroupEntry& cgroup, int joined_fd, int go_fd,
-                           int error_fd) {
-  // The runtime's death ends QEMU, and with it (PID 1 of its namespace) everything in it.
-  if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) FailStep(error_fd, "prctl PR_SET_PDEATHSIG");
-  // While we are one thread; the runtime moves us itself where this failed.
-  cgroup.JoinSelf();
-  if (write(joined_fd, "j", 1) != 1) FailStep(error_fd, "report the cgroup joined");
-  char go = 0;
-  if (read(go_fd, &go, 1) != 1) FailStep(error_fd, "await id maps");
+// Its uid and what it may still do in its namespaces. With the jail off (mutant.h) QEMU runs as
+// the runtime does, in the host's namespaces, and only its cgroup and -sandbox hold it.
+void EnterJail(const JailPlan& plan, int error_fd) {
   if (mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) FailStep(error_fd, "mount --make-rprivate /");
   // Uid 0 inside must not regain capabilities at execve.
   if (prctl(PR_SET_SECUREBITS, SECBIT_NOROOT | SECBIT_NOROOT_LOCKED | SECBIT_NO_SETUID_FIXUP |
@@ -60,6 +56,18 @@ void DropCapabilities() {
   DropCapabilities();
   if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) != 0) FailStep(error_fd, "clear ambient capabilities");
   if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) FailStep(error_fd, "prctl PR_SET_NO_NEW_PRIVS");
+}
+
+[[noreturn]] void RunChild(const JailPlan& plan, shared::CgroupEntry& cgroup, int joined_fd, int go_fd,
+                           int error_fd) {
+  // The runtime's death ends QEMU, and with it (PID 1 of its namespace) everything in it.
+  if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) FailStep(error_fd, "prctl PR_SET_PDEATHSIG");
+  // While we are one thread; the runtime moves us itself where this failed.
+  cgroup.JoinSelf();
+  if (write(joined_fd, "j", 1) != 1) FailStep(error_fd, "report the cgroup joined");
+  char go = 0;
+  if (read(go_fd, &go, 1) != 1) FailStep(error_fd, "await id maps");
+  if (SMOLBOX_PROTECTED("qemu_jail")) EnterJail(plan, error_fd);
   int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
   if (null < 0 || dup2(null, 0) < 0 || dup2(plan.console_fd, 1) < 0 || dup2(plan.console_fd, 2) < 0) {
     FailStep(error_fd, "wire QEMU's stdio");
@@ -117,8 +125,9 @@ Expected<JailedProcess> StartJailed(const JailPlan& plan, shared::Cgroup& cgroup
   UniqueFd error_read(error[0]), error_write(error[1]);
   shared::CgroupEntry entry = cgroup.OpenEntry();
   int pidfd = -1;
-  unsigned long flags = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC |
-                        CLONE_NEWUTS | CLONE_PIDFD | SIGCHLD;
+  const bool jail = SMOLBOX_PROTECTED("qemu_jail");
+  unsigned long namespaces = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS;
+  unsigned long flags = (jail ? namespaces : 0) | CLONE_PIDFD | SIGCHLD;
   long pid = entry.Clone(flags, &pidfd);
   if (pid < 0) return std::unexpected(Error::Sys("clone QEMU's namespaces"));
   if (pid == 0) RunChild(plan, entry, joined_write.get(), go_read.get(), error_write.get());
@@ -134,7 +143,9 @@ Expected<JailedProcess> StartJailed(const JailPlan& plan, shared::Cgroup& cgroup
     return std::unexpected(std::move(e));
   };
   // While the child joins its cgroups.
-  if (auto ok = MapIds(jailed.pid, plan); !ok) return abandon(ok.error());
+  if (jail) {
+    if (auto ok = MapIds(jailed.pid, plan); !ok) return abandon(ok.error());
+  }
   char ack = 0;
   ssize_t n;
   do {

@@ -136,6 +136,11 @@ std::vector<std::string> QemuArgv(const Qemu& qemu, const VmConfig& c) {
   // fd: rather than exec: (spawn=deny forbids it) or file: (QEMU 8.2 and later only).
   if (c.incoming_fd >= 0) argv.insert(argv.end(), {"-incoming", fmt::format("fd:{}", c.incoming_fd)});
   // No -netdev and no NIC: -nodefaults removed the default one, and none is added.
+  if (!SMOLBOX_PROTECTED("no_nic")) {
+    // A mutant's NIC reaches nothing: restrict=on, in QEMU's jail, whose network namespace is
+    // empty. The guest carries no driver for it either (scripts/build-guest).
+    argv.insert(argv.end(), {"-netdev", "user,id=mutant,restrict=on", "-device", "virtio-net-device,netdev=mutant"});
+  }
   return argv;
 }
 
