@@ -6,7 +6,11 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <filesystem>
+#include <limits>
+#include <sstream>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -217,6 +221,73 @@ TEST_F(PodmanPeer, runs_the_shell_cases_on_a_local_image_and_holds_the_limits_it
                        "egress.*", "-j", "2", "--json"});
   ExpectAPeerVerdictForEachCase(run);
   ExpectTheMappedLimitsHold(run);
+}
+
+// podman as an unprivileged uid: the profile's setup loads the archive into that uid's storage
+// under a directory of its own, and the teardown removes it with what podman left running.
+class PodmanRootlessPeer : public LocalImagePeer {
+ protected:
+  void SetUp() override {
+    if (!OnPath("podman")) {
+      GTEST_SKIP() << "podman is not installed: this distribution's archive lacks it";
+    }
+    ASSERT_NO_FATAL_FAILURE(BuildImage());
+  }
+  // Under /run, which the uid may traverse: the scratch directory is root's alone. Short:
+  // podman refuses a runroot (DIR/run/s) over 50 characters.
+  std::string podman_dir() const { return fmt::format("/run/smolvm-check-podman-{}", getpid()); }
+  static constexpr const char* kUid = "65020";
+  std::string helper() const { return std::string(SMOLVM_CHECK_SOURCE_DIR) + "/conformance/profiles/podman-rootless-peer"; }
+  void ExpectNothingLeft() {
+    EXPECT_FALSE(std::filesystem::exists(podman_dir())) << "the teardown left the podman directory";
+    // The killed pause process is init's to reap, which may take a moment.
+    ProgramRun left;
+    for (int i = 0; i < 100; ++i) {
+      left = RunProgram({"pgrep", "-u", kUid});
+      if (left.exit_code == 1) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    EXPECT_EQ(left.exit_code, 1) << "processes of uid " << kUid << " are left: " << left.out;
+  }
+};
+
+TEST_F(PodmanRootlessPeer, runs_the_workload_as_the_unprivileged_uid_alone_and_removes_its_storage) {
+  ProgramRun start = RunProgram({helper(), "start", podman_dir(), kUid, "localhost/smolvm-check/py:" + tag(), archive()});
+  ASSERT_EQ(start.exit_code, 0) << start.err;
+  ProgramRun id = RunProgram({helper(), "podman", podman_dir(), kUid, "run", "--rm", "--pull", "never", "--network",
+                              "none", "--cap-drop", "all", "--user", "0:0", "localhost/smolvm-check/py:" + tag(),
+                              "/bin/sh", "-c", "cat /proc/self/uid_map; grep -E '^(Uid|CapEff):' /proc/self/status"});
+  ProgramRun stop = RunProgram({helper(), "stop", podman_dir(), kUid});
+  EXPECT_EQ(stop.exit_code, 0) << stop.err;
+  ASSERT_EQ(id.exit_code, 0) << id.err;
+  // Root inside, the unprivileged uid outside and nothing else mapped, with no capability.
+  std::istringstream lines(id.out);
+  std::string map_inside, map_outside, map_count, uid_label, uid, cap_label, cap_value;
+  lines >> map_inside >> map_outside >> map_count >> uid_label >> uid;
+  lines.ignore(std::numeric_limits<std::streamsize>::max(), '\n');
+  lines >> cap_label >> cap_value;
+  EXPECT_EQ(uid_label + " " + uid, "Uid: 0") << id.out;
+  EXPECT_EQ(map_inside + " " + map_outside + " " + map_count, std::string("0 ") + kUid + " 1") << id.out;
+  EXPECT_EQ(cap_value, "0000000000000000") << id.out;
+  ExpectNothingLeft();
+}
+
+TEST_F(PodmanRootlessPeer, runs_the_shell_cases_and_holds_the_tmpfs_size_and_the_timeout) {
+  auto run = RunCheck({"run", "--sandbox", "podman-rootless", "--var", "image=localhost/smolvm-check/py:" + tag(),
+                       "--var", "image_archive=" + archive(), "--var", "podman_dir=" + podman_dir(), "--var",
+                       std::string("podman_uid=") + kUid, "--filter", "*.sh", "--filter", "egress.*", "-j", "2",
+                       "--json"});
+  ASSERT_TRUE(run.report.is_object()) << run.err;
+  ExpectAPeerVerdictForEachCase(run);
+  // The cgroup limits hold only where the uid may have cgroups of its own (cgroup v2, delegated):
+  // on a host whose controllers are v1 podman ignores them, with a warning.
+  for (const auto& c : run.report["cases"]) {
+    std::string id = c["id"];
+    if (id == "disk.fill_tmp.sh" || id == "cpu.while_true.sh" || id.starts_with("functional.")) {
+      EXPECT_EQ(c["verdict"], "pass") << id << ": " << c["reason"];
+    }
+  }
+  ExpectNothingLeft();
 }
 
 // docker's profile starts a dockerd of its own in its setup, loads the archive into it, and
