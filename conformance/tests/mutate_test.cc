@@ -9,6 +9,7 @@
 #include "check_runner.h"
 #include "mutate/mutant_guest.h"
 #include "mutate/mutant_table.h"
+#include "mutate/mutant_tests.h"
 #include "mutate/mutation_report.h"
 #include "test_support.h"
 
@@ -36,7 +37,11 @@ TEST(MutantTable, bad_rows_are_errors_naming_the_field) {
   EXPECT_NE(ParseError(head + R"({"name": "x", "backends": ["ns"], "categories": ["cpu"], "extra": 1}]})").find("mutants[0]: unknown field \"extra\""), std::string::npos);
   EXPECT_NE(ParseError(head + R"({"name": "x", "backends": ["kvm"], "categories": ["cpu"]}]})").find("mutants[0].backends[0]"), std::string::npos);
   EXPECT_NE(ParseError(head + R"({"name": "x", "backends": ["ns"], "categories": ["cpus"]}]})").find("\"cpus\" is no category"), std::string::npos);
-  EXPECT_NE(ParseError(head + R"({"name": "x", "backends": ["ns"], "categories": []}]})").find("no defence_in_depth"), std::string::npos);
+  EXPECT_NE(ParseError(head + R"({"name": "x", "backends": ["ns"], "categories": []}]})").find("neither tests nor defence_in_depth"), std::string::npos);
+  EXPECT_NE(ParseError(head + R"({"name": "x", "backends": ["ns"], "categories": [], "tests": {"binary": "../sh", "filter": "*"}}]})").find("mutants[0].tests.binary: \"../sh\" is no file name"), std::string::npos);
+  EXPECT_NE(ParseError(head + R"({"name": "x", "backends": ["ns"], "categories": [], "tests": {"binary": "t", "filter": ""}}]})").find("mutants[0].tests.filter: is empty"), std::string::npos);
+  EXPECT_NE(ParseError(head + R"({"name": "x", "backends": ["ns"], "categories": [], "tests": {"binary": "t", "filter": "*", "x": 1}}]})").find("unknown field \"x\""), std::string::npos);
+  EXPECT_EQ(ParseError(head + R"({"name": "x", "backends": ["ns"], "categories": [], "tests": {"binary": "t", "filter": "A.*"}}]})"), "");
   EXPECT_NE(ParseError(head + R"({"name": "x", "backends": ["ns"], "categories": ["cpu"]}, {"name": "x", "backends": ["ns"], "categories": ["cpu"]}]})").find("given twice"), std::string::npos);
   EXPECT_NE(ParseError(R"({"version": 2, "mutants": []})").find("version"), std::string::npos);
   EXPECT_NE(ParseError("[").find("malformed"), std::string::npos);
@@ -51,22 +56,22 @@ CaseReport Case(const std::string& id, Verdict verdict) {
 }
 
 TEST(MutationReport, a_failed_case_kills_unless_it_failed_without_the_mutant_too) {
-  Mutant m{"seccomp", {"ns"}, {"privilege"}, ""};
+  Mutant m{"seccomp", {"ns"}, {"privilege"}, "", {}};
   auto killed = Judge(m, {Case("a", Verdict::kPass), Case("b", Verdict::kFail)}, {});
   EXPECT_EQ(killed.verdict, MutantVerdict::kKilled);
   EXPECT_EQ(killed.killers, std::vector<std::string>{"b"});
   EXPECT_EQ(Judge(m, {Case("a", Verdict::kPass), Case("b", Verdict::kFail)}, {"b"}).verdict, MutantVerdict::kSurvived);
   EXPECT_EQ(Judge(m, {Case("a", Verdict::kError)}, {}).verdict, MutantVerdict::kStillborn);
-  Mutant documented{"x", {"ns"}, {"cpu"}, "the pids cgroup stops it first"};
+  Mutant documented{"x", {"ns"}, {"cpu"}, "the pids cgroup stops it first", {}};
   EXPECT_EQ(Judge(documented, {Case("a", Verdict::kPass)}, {}).verdict, MutantVerdict::kDefenceInDepth);
 }
 
 TEST(MutationReport, the_score_counts_survivors_against_all_but_defence_in_depth) {
   MutationReport report;
   report.sandbox = "smolbox:ns";
-  report.results.push_back(Judge({"a", {"ns"}, {"cpu"}, ""}, {Case("x", Verdict::kFail)}, {}));
-  report.results.push_back(Judge({"b", {"ns"}, {"cpu"}, ""}, {Case("x", Verdict::kPass)}, {}));
-  report.results.push_back(Judge({"c", {"ns"}, {"cpu"}, "why"}, {Case("x", Verdict::kPass)}, {}));
+  report.results.push_back(Judge({"a", {"ns"}, {"cpu"}, "", {}}, {Case("x", Verdict::kFail)}, {}));
+  report.results.push_back(Judge({"b", {"ns"}, {"cpu"}, "", {}}, {Case("x", Verdict::kPass)}, {}));
+  report.results.push_back(Judge({"c", {"ns"}, {"cpu"}, "why", {}}, {Case("x", Verdict::kPass)}, {}));
   EXPECT_DOUBLE_EQ(MutationScore(report), 50.0);
   EXPECT_EQ(Survivors(report), 1u);
   std::string md = ToMarkdown(report);
@@ -77,6 +82,47 @@ TEST(MutationReport, the_score_counts_survivors_against_all_but_defence_in_depth
   EXPECT_NE(xml.find("tests=\"3\" failures=\"1\""), std::string::npos) << xml;
   EXPECT_NE(xml.find("name=\"b\" time=\"0.1\"><failure message=\"survived"), std::string::npos) << xml;
   EXPECT_EQ(ToJson(report)["mutants"][0]["killers"][0], "x");
+}
+
+// A stand-in for a mutant build's gtest binary: it prints gtest's result lines, one of them
+// named after SMOLBOX_DISABLE, and exits as the script says.
+std::string FakeTests(const smolbox::testing::TempDir& dir, const std::string& body) {
+  smolbox::testing::WriteFile(dir.path() + "/tests", "#!/bin/sh\n" + body);
+  EXPECT_EQ(chmod((dir.path() + "/tests").c_str(), 0755), 0);
+  return dir.path();
+}
+
+TEST(MutantTests, each_test_is_a_case_and_a_crash_or_a_silent_binary_is_told) {
+  smolbox::testing::TempDir dir("mutant-tests");
+  std::string bin = FakeTests(dir, R"sh(echo "[ RUN      ] A.ok"
+echo "[       OK ] A.ok (3 ms)"
+echo "[  FAILED  ] A.off_$SMOLBOX_DISABLE (4 ms)"
+echo "[  FAILED  ] 1 test, listed below:"
+echo "[  FAILED  ] A.off_$SMOLBOX_DISABLE"
+exit 1
+)sh");
+  auto cases = RunMutantTests(bin, {"tests", "A.*"}, "image_limits");
+  ASSERT_EQ(cases.size(), 2u);
+  EXPECT_EQ(cases[0].id, "A.ok");
+  EXPECT_EQ(cases[0].verdict, Verdict::kPass);
+  EXPECT_EQ(cases[1].id, "A.off_image_limits");
+  EXPECT_EQ(cases[1].verdict, Verdict::kFail);
+  EXPECT_EQ(cases[1].wall_ms, 4);
+  Mutant m{"image_limits", {"ns"}, {}, "", MutantTests{"tests", "A.*"}};
+  EXPECT_EQ(Judge(m, cases, {}).killers, std::vector<std::string>{"A.off_image_limits"});
+
+  FakeTests(dir, "echo '[       OK ] A.ok (3 ms)'\nkill -SEGV $$\n");
+  cases = RunMutantTests(bin, {"tests", "A.*"}, "");
+  ASSERT_EQ(cases.size(), 2u);
+  EXPECT_EQ(cases[1].verdict, Verdict::kFail) << "a binary that crashed after its passes";
+  EXPECT_EQ(cases[1].reason, "killed by signal 11");
+
+  FakeTests(dir, "echo 'no switch of that name' >&2\nexit 1\n");
+  cases = RunMutantTests(bin, {"tests", "A.*"}, "");
+  ASSERT_EQ(cases.size(), 1u);
+  EXPECT_EQ(cases[0].verdict, Verdict::kError);
+  EXPECT_EQ(cases[0].reason, "ran no test (exit 1): no switch of that name\n");
+  EXPECT_EQ(Judge(m, cases, {}).verdict, MutantVerdict::kStillborn);
 }
 
 TEST(MutateCommand, refuses_a_smolbox_that_is_no_mutant_build) {

@@ -19,6 +19,7 @@
 #include "launch/profile.h"
 #include "mutate/mutant_guest.h"
 #include "mutate/mutant_table.h"
+#include "mutate/mutant_tests.h"
 #include "mutate/mutation_report.h"
 
 namespace smolvm_check {
@@ -158,6 +159,14 @@ int Mutate(const MutateFlags& flags) {
     categories.insert(m.categories.begin(), m.categories.end());
   }
   if (chosen.empty()) return Usage(fmt::format("no mutant of the table applies to {}", flags.sandbox));
+  const std::string bin_dir = std::filesystem::path(binary).parent_path().string();
+  for (const Mutant& m : chosen) {
+    // A missing binary would fail its baseline too, and then count against no mutant.
+    if (m.tests && access((bin_dir + "/" + m.tests->binary).c_str(), X_OK) != 0) {
+      return Usage(fmt::format("mutants.json: {}'s tests need {}/{}, which is missing: build it in the mutant build "
+                               "(scripts/mutate does)", m.name, bin_dir, m.tests->binary));
+    }
+  }
   auto profile = LoadProfile(flags.sandbox, flags.profiles, {{"smolbox", binary}});
   if (!profile) return Usage(profile.error().ToString());
   auto work_root = MakeWorkRoot();
@@ -175,10 +184,19 @@ int Mutate(const MutateFlags& flags) {
   // The same cases with nothing off: a case that fails here is no evidence against a mutant.
   auto baseline_start = std::chrono::steady_clock::now();
   std::set<std::string> baseline_failed;
-  for (const CaseReport& c : RunBattery(*profile, CasesOf(*catalog, categories), catalog->directory, options, Quiet())) {
-    if (c.verdict == Verdict::kFail || c.verdict == Verdict::kError) {
-      baseline_failed.insert(c.id);
-      report.baseline_failures.push_back(c.id);
+  auto note_baseline = [&](const std::vector<CaseReport>& cases) {
+    for (const CaseReport& c : cases) {
+      if (c.verdict == Verdict::kFail || c.verdict == Verdict::kError) {
+        baseline_failed.insert(c.id);
+        report.baseline_failures.push_back(c.id);
+      }
+    }
+  };
+  if (!categories.empty()) note_baseline(RunBattery(*profile, CasesOf(*catalog, categories), catalog->directory, options, Quiet()));
+  std::set<std::pair<std::string, std::string>> suites_run;
+  for (const Mutant& m : chosen) {
+    if (m.tests && suites_run.insert({m.tests->binary, m.tests->filter}).second) {
+      note_baseline(RunMutantTests(bin_dir, *m.tests, ""));
     }
   }
   report.baseline_ms = MsSince(baseline_start);
@@ -189,7 +207,13 @@ int Mutate(const MutateFlags& flags) {
     options.sandbox_env.push_back("SMOLBOX_DISABLE=" + m.name);
     auto mutant_start = std::chrono::steady_clock::now();
     std::set<std::string> own(m.categories.begin(), m.categories.end());
-    MutantResult result = Judge(m, RunBattery(*profile, CasesOf(*catalog, own), catalog->directory, options, Quiet()), baseline_failed);
+    std::vector<CaseReport> cases;
+    if (!own.empty()) cases = RunBattery(*profile, CasesOf(*catalog, own), catalog->directory, options, Quiet());
+    if (m.tests) {
+      auto tests = RunMutantTests(bin_dir, *m.tests, m.name);
+      cases.insert(cases.end(), tests.begin(), tests.end());
+    }
+    MutantResult result = Judge(m, cases, baseline_failed);
     result.wall_ms = MsSince(mutant_start);
     fmt::print(stderr, "[{}/{}] {}: {} ({} s)\n", i + 1, chosen.size(), m.name, VerdictName(result.verdict), result.wall_ms / 1000);
     report.results.push_back(std::move(result));

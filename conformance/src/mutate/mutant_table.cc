@@ -17,7 +17,7 @@ nlohmann::json At(const nlohmann::json& value, const char* key) {
 
 Expected<Mutant> ParseMutant(const nlohmann::json& value, const std::string& path,
                              const std::set<std::string>& categories) {
-  SMOLBOX_TRY(CheckKeys(value, path, {"name", "backends", "categories", "defence_in_depth"}));
+  SMOLBOX_TRY(CheckKeys(value, path, {"name", "backends", "categories", "tests", "defence_in_depth"}));
   Mutant m;
   SMOLBOX_ASSIGN_OR_RETURN(m.name, GetString(At(value, "name"), FieldPath(path, "name")));
   SMOLBOX_ASSIGN_OR_RETURN(m.backends, GetStringArray(At(value, "backends"), FieldPath(path, "backends")));
@@ -25,14 +25,28 @@ Expected<Mutant> ParseMutant(const nlohmann::json& value, const std::string& pat
   if (value.contains("defence_in_depth")) {
     SMOLBOX_ASSIGN_OR_RETURN(m.defence_in_depth, GetString(At(value, "defence_in_depth"), FieldPath(path, "defence_in_depth")));
   }
+  if (value.contains("tests")) {
+    std::string tests_path = FieldPath(path, "tests");
+    const nlohmann::json tests = At(value, "tests");
+    SMOLBOX_TRY(CheckKeys(tests, tests_path, {"binary", "filter"}));
+    MutantTests t;
+    SMOLBOX_ASSIGN_OR_RETURN(t.binary, GetString(At(tests, "binary"), FieldPath(tests_path, "binary")));
+    SMOLBOX_ASSIGN_OR_RETURN(t.filter, GetString(At(tests, "filter"), FieldPath(tests_path, "filter")));
+    // Run from the mutant's bin/: a name, never a path to anywhere else.
+    if (t.binary.empty() || t.binary.find('/') != std::string::npos || t.binary.starts_with(".")) {
+      return std::unexpected(Error::Field(FieldPath(tests_path, "binary"), fmt::format("{:?} is no file name", t.binary)));
+    }
+    if (t.filter.empty()) return std::unexpected(Error::Field(FieldPath(tests_path, "filter"), "is empty"));
+    m.tests = std::move(t);
+  }
   if (m.backends.empty()) return std::unexpected(Error::Field(FieldPath(path, "backends"), "is empty"));
   for (size_t i = 0; i < m.backends.size(); ++i) {
     if (m.backends[i] != "ns" && m.backends[i] != "vm") {
       return std::unexpected(Error::Field(IndexPath(FieldPath(path, "backends"), i), fmt::format("{:?} is neither ns nor vm", m.backends[i])));
     }
   }
-  if (m.categories.empty() && m.defence_in_depth.empty()) {
-    return std::unexpected(Error::Field(FieldPath(path, "categories"), "is empty, and no defence_in_depth says why"));
+  if (m.categories.empty() && !m.tests && m.defence_in_depth.empty()) {
+    return std::unexpected(Error::Field(FieldPath(path, "categories"), "is empty, and neither tests nor defence_in_depth says why"));
   }
   for (size_t i = 0; i < m.categories.size(); ++i) {
     if (!categories.contains(m.categories[i])) {

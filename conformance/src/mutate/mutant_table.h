@@ -5,6 +5,7 @@
 //   for (const Mutant& m : table->mutants) ...   // m.categories are all the catalog's
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -13,20 +14,28 @@
 
 namespace smolvm_check {
 
+// "tests": a gtest binary of the mutant build and the filter of its tests that see the
+// protection gone, for a protection no battery case reaches (mutant_tests.h).
+struct MutantTests {
+  std::string binary;  // beside the mutant's smolbox, in its bin/
+  std::string filter;  // --gtest_filter
+};
+
 struct Mutant {
   std::string name;                     // a name of smolbox's mutant.h switches
   std::vector<std::string> backends;    // "ns", "vm"
   std::vector<std::string> categories;  // of the catalog
   // Empty, or why no payload can tell the protection is gone while the others hold.
   std::string defence_in_depth;
+  std::optional<MutantTests> tests;
 };
 
 struct MutantTable {
   std::vector<Mutant> mutants;
 };
 
-// Strict: unknown fields, a backend other than ns and vm, a category the catalog lacks and a
-// name given twice are errors naming the field.
+// Strict: unknown fields, a backend other than ns and vm, a category the catalog lacks, a
+// binary that is no plain file name and a name given twice are errors naming the field.
 Expected<MutantTable> LoadMutantTable(const std::string& path, const Catalog& catalog);
 Expected<MutantTable> ParseMutantTable(const std::string& text, const Catalog& catalog);
 

@@ -69,6 +69,12 @@ const std::vector<Protection>& Protections() {
       {"qemu_sandbox", "vm: QEMU's -sandbox seccomp filter"},
       {"qemu_jail", "vm: QEMU's jail (its namespaces, unprivileged uid, no capabilities)"},
       {"no_nic", "vm: the VM has no network device"},
+      {"image_path_checks", "image import: absolute and \"..\" entries refused by name"},
+      {"image_beneath", "image import: paths resolved beneath the image's root, through no symlink"},
+      {"image_hardlink_check", "image import: a hardlink only to a regular file of the image"},
+      {"image_setid_strip", "image import: setuid and setgid bits stripped"},
+      {"image_special_files", "image import: device nodes, FIFOs and sockets dropped"},
+      {"image_limits", "image import: the size and file-count limits"},
   };
   return all;
 }

@@ -11,10 +11,16 @@
 
 #include <memory>
 
+#include "mutant.h"
+
 namespace smolbox::image {
 namespace {
 
 constexpr uint64_t kResolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV;
+
+// With the guard off (mutant.h) a path resolves as plain openat resolves it: through symlinks
+// and "..".
+uint64_t Resolve() { return SMOLBOX_PROTECTED("image_beneath") ? kResolve : 0; }
 
 Error Refused(std::string_view what, std::string_view path, std::string_view why) {
   return Error{std::string(what), fmt::format("entry {:?} {}; refusing the image", path, why), 0};
@@ -25,14 +31,17 @@ Error Refused(std::string_view what, std::string_view path, std::string_view why
 Expected<std::vector<std::string>> SplitEntryPath(std::string_view path, std::string_view what) {
   if (path.size() > kMaxEntryPath) return std::unexpected(Refused(what, path.substr(0, 64), "is longer than 4096 bytes"));
   if (path.find('\0') != std::string_view::npos) return std::unexpected(Refused(what, path, "holds a NUL byte"));
-  if (path.starts_with('/')) return std::unexpected(Refused(what, path, "is an absolute path"));
+  // With these checks off (mutant.h) an absolute entry is taken as relative, and ".." is kept
+  // for the resolution to meet.
+  const bool checked = SMOLBOX_PROTECTED("image_path_checks");
+  if (checked && path.starts_with('/')) return std::unexpected(Refused(what, path, "is an absolute path"));
   std::vector<std::string> parts;
   size_t start = 0;
   while (start <= path.size()) {
     size_t end = path.find('/', start);
     if (end == std::string_view::npos) end = path.size();
     std::string_view part = path.substr(start, end - start);
-    if (part == "..") return std::unexpected(Refused(what, path, "climbs out with \"..\""));
+    if (checked && part == "..") return std::unexpected(Refused(what, path, "climbs out with \"..\""));
     if (!part.empty() && part != ".") {
       if (part.size() > 255) return std::unexpected(Refused(what, path, "has a name longer than 255 bytes"));
       parts.emplace_back(part);
@@ -52,7 +61,7 @@ int OpenBeneath(int dir, const std::string& path, int flags, mode_t mode) {
   open_how how{};
   how.flags = static_cast<uint64_t>(flags | O_CLOEXEC);
   how.mode = (flags & O_CREAT) ? mode : 0;
-  how.resolve = kResolve;
+  how.resolve = Resolve();
   return static_cast<int>(syscall(SYS_openat2, dir, path.c_str(), &how, sizeof how));
 }
 

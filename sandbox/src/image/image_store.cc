@@ -20,6 +20,7 @@
 #include "image_manifest.h"
 #include "json_bounds.h"
 #include "layer_extract.h"
+#include "mutant.h"
 #include "owned_dir.h"
 #include "unique_fd.h"
 
@@ -290,6 +291,7 @@ Expected<ImageInfo> Unpack(const Paths& paths, const ImageInput& input, const Im
   UniqueFd rootfs(OpenBeneath(dir.get(), "rootfs", O_RDONLY | O_DIRECTORY));
   if (!rootfs.valid()) return std::unexpected(Error::Sys("open a staging rootfs"));
   LayerBudget budget{options.max_bytes, options.max_files};
+  if (!SMOLBOX_PROTECTED("image_limits")) budget = {INT64_MAX, INT64_MAX};  // mutant.h
   for (size_t i = 0; i < entry.layers.size(); ++i) {
     const BlobRef& layer = entry.layers[i];
     std::string what = fmt::format("layer {} ({}) of {}", i + 1, layer.path, input.origin());

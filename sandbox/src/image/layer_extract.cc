@@ -13,6 +13,7 @@
 
 #include "archive_error.h"
 #include "beneath.h"
+#include "mutant.h"
 #include "unique_fd.h"
 
 namespace smolbox::image {
@@ -21,6 +22,9 @@ namespace {
 constexpr std::string_view kWhiteout = ".wh.";
 constexpr std::string_view kOpaque = ".wh..wh..opq";
 constexpr mode_t kKeptBits = 0777 | S_ISVTX;  // never setuid or setgid
+
+// With the strip off (mutant.h) the setuid and setgid bits are kept as the image gives them.
+mode_t KeptBits() { return SMOLBOX_PROTECTED("image_setid_strip") ? kKeptBits : 07777; }
 
 using ArchivePtr = std::unique_ptr<archive, int (*)(archive*)>;
 
@@ -83,7 +87,7 @@ Expected<void> LayerWriter::Apply(archive_entry* entry) {
       UniqueFd dir(OpenBeneath(parent.get(), name, O_RDONLY | O_DIRECTORY));
       if (!dir.valid()) return std::unexpected(Error::Sys(fmt::format("{}: open {}", what_, path)));
       // The owner keeps rwx so that later layers can write in and removal can empty it.
-      if (fchmod(dir.get(), (mode & kKeptBits) | 0700) != 0) return std::unexpected(Error::Sys("chmod " + path));
+      if (fchmod(dir.get(), (mode & KeptBits()) | 0700) != 0) return std::unexpected(Error::Sys("chmod " + path));
       return {};
     }
     case S_IFREG:
@@ -100,6 +104,14 @@ Expected<void> LayerWriter::Apply(archive_entry* entry) {
       return {};
     }
     default:
+      if (!SMOLBOX_PROTECTED("image_special_files")) {
+        // The mutant makes the device node, FIFO or socket as the image gives it.
+        SMOLBOX_TRY(Replace(parent.get(), name, false));
+        if (mknodat(parent.get(), name.c_str(), mode, archive_entry_rdev(entry)) != 0) {
+          return std::unexpected(Error::Sys(fmt::format("{}: mknod {}", what_, path)));
+        }
+        return {};
+      }
       added_.erase(path);
       if (dropped_.specials++ == 0) dropped_.first_special = path;
       return {};
@@ -158,7 +170,7 @@ Expected<void> LayerWriter::WriteFile(int parent, const std::string& name, const
   end = std::max(end, size);
   if (ftruncate(out.get(), end) != 0) return std::unexpected(Error::Sys(fmt::format("{}: truncate {}", what_, path)));
   budget_.bytes_left -= end;
-  mode_t mode = archive_entry_mode(entry) & kKeptBits;
+  mode_t mode = archive_entry_mode(entry) & KeptBits();
   if (fchmod(out.get(), mode) != 0) return std::unexpected(Error::Sys("chmod " + path));
   timespec times[2] = {{archive_entry_mtime(entry), 0}, {archive_entry_mtime(entry), 0}};
   futimens(out.get(), times);
@@ -169,6 +181,13 @@ Expected<void> LayerWriter::WriteFile(int parent, const std::string& name, const
 // already there, reached without a symlink.
 Expected<void> LayerWriter::Hardlink(int parent, const std::string& name, const std::string& path,
                                      const char* target) {
+  if (!SMOLBOX_PROTECTED("image_hardlink_check")) {
+    // The mutant links whatever the target names, from the image's root: an absolute target is
+    // the host's file.
+    SMOLBOX_TRY(Replace(parent, name, false));
+    if (linkat(root_, target, parent, name.c_str(), 0) != 0) return std::unexpected(Error::Sys(fmt::format("{}: link {}", what_, path)));
+    return {};
+  }
   auto target_parts = SplitEntryPath(target, what_);
   if (!target_parts || target_parts->empty()) return std::unexpected(Refuse(path, fmt::format("is a hardlink to {:?}, outside the image", target)));
   auto target_dir = OpenDirBeneath(root_, *target_parts, target_parts->size() - 1, false, what_);

@@ -11,6 +11,9 @@
 #include <thread>
 
 #include "image_builder.h"
+#ifdef SMOLBOX_MUTANTS
+#include "mutant.h"
+#endif
 #include "test_support.h"
 
 namespace smolbox::testing {
@@ -399,6 +402,19 @@ TEST(ImageReference, gives_a_name_its_default_tag_and_refuses_what_is_no_name) {
   EXPECT_FALSE(image::IsStoreReference("./rootfs"));
   EXPECT_TRUE(image::IsStoreReference("python:3.11"));
 }
+
+#ifdef SMOLBOX_MUTANTS
+// A mutant build's image tests measure the image guards (smolvm-check mutate runs them with
+// SMOLBOX_DISABLE naming the guard off), as the runtime does at its start.
+class MutantSwitches : public ::testing::Environment {
+ public:
+  void SetUp() override {
+    auto loaded = mutant::LoadFromEnvironment();
+    ASSERT_TRUE(loaded) << loaded.error().ToString();
+  }
+};
+const ::testing::Environment* const kMutantSwitches = ::testing::AddGlobalTestEnvironment(new MutantSwitches);
+#endif
 
 }  // namespace
 }  // namespace smolbox::testing
