@@ -10,7 +10,6 @@
 #include <filesystem>
 #include <limits>
 #include <sstream>
-#include <thread>
 
 #include <fmt/format.h>
 
@@ -159,10 +158,14 @@ TEST_P(Peer, runs_the_shell_cases_and_the_egress_cases_and_reports_a_verdict_for
 INSTANTIATE_TEST_SUITE_P(Installed, Peer, ::testing::Values("bwrap", "runsc", "firejail"));
 
 // Peers that run on a local image, as their users run them: the image tests' py image, built
-// for the test under a tag of its own.
+// for the test under a tag of its own, where the peer's binary is installed.
 class LocalImagePeer : public ::testing::Test {
  protected:
-  void BuildImage() {
+  LocalImagePeer(const char* binary, const char* package) : binary_(binary), package_(package) {}
+  void SetUp() override {
+    if (!OnPath(binary_)) {
+      GTEST_SKIP() << binary_ << " is not installed: this distribution's archive lacks " << package_;
+    }
     ProgramRun build = RunProgram({"/bin/bash", SMOLBOX_IMAGE_TEST_DIR "/build_test_images.sh", images_.path(),
                                    smolbox::testing::HelperPath("file_cat"), tag_});
     ASSERT_EQ(build.exit_code, 0) << build.err;
@@ -172,6 +175,8 @@ class LocalImagePeer : public ::testing::Test {
   const std::string& scratch() const { return images_.path(); }
 
  private:
+  const char* binary_;
+  const char* package_;
   TempDir images_{"smolvm-check-peer-image"};
   std::string tag_ = fmt::format("peer-{}", getpid());
 };
@@ -191,11 +196,10 @@ void ExpectTheMappedLimitsHold(const Invocation& run) {
 // podman's image is loaded before the battery, under a local name, and removed afterwards.
 class PodmanPeer : public LocalImagePeer {
  protected:
+  PodmanPeer() : LocalImagePeer("podman", "podman") {}
   void SetUp() override {
-    if (!OnPath("podman")) {
-      GTEST_SKIP() << "podman is not installed: this distribution's archive lacks it";
-    }
-    ASSERT_NO_FATAL_FAILURE(BuildImage());
+    LocalImagePeer::SetUp();
+    if (IsSkipped() || HasFatalFailure()) return;
     ProgramRun load = RunProgram({"podman", "load", "--quiet", "--input", archive()});
     ASSERT_EQ(load.exit_code, 0) << load.err;
     // A docker archive's name gets docker.io/ in front; the profile's --pull never keeps podman
@@ -227,12 +231,7 @@ TEST_F(PodmanPeer, runs_the_shell_cases_on_a_local_image_and_holds_the_limits_it
 // under a directory of its own, and the teardown removes it with what podman left running.
 class PodmanRootlessPeer : public LocalImagePeer {
  protected:
-  void SetUp() override {
-    if (!OnPath("podman")) {
-      GTEST_SKIP() << "podman is not installed: this distribution's archive lacks it";
-    }
-    ASSERT_NO_FATAL_FAILURE(BuildImage());
-  }
+  PodmanRootlessPeer() : LocalImagePeer("podman", "podman") {}
   // Under /run, which the uid may traverse: the scratch directory is root's alone. Short:
   // podman refuses a runroot (DIR/run/s) over 50 characters.
   std::string podman_dir() const { return fmt::format("/run/smolvm-check-podman-{}", getpid()); }
@@ -242,11 +241,7 @@ class PodmanRootlessPeer : public LocalImagePeer {
     EXPECT_FALSE(std::filesystem::exists(podman_dir())) << "the teardown left the podman directory";
     // The killed pause process is init's to reap, which may take a moment.
     ProgramRun left;
-    for (int i = 0; i < 100; ++i) {
-      left = RunProgram({"pgrep", "-u", kUid});
-      if (left.exit_code == 1) break;
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    }
+    smolbox::testing::WaitUntil([&] { return (left = RunProgram({"pgrep", "-u", kUid})).exit_code == 1; }, std::chrono::seconds(10));
     EXPECT_EQ(left.exit_code, 1) << "processes of uid " << kUid << " are left: " << left.out;
   }
 };
@@ -294,12 +289,7 @@ TEST_F(PodmanRootlessPeer, runs_the_shell_cases_and_holds_the_tmpfs_size_and_the
 // stops it and removes its directory in its teardown.
 class DockerPeer : public LocalImagePeer {
  protected:
-  void SetUp() override {
-    if (!OnPath("dockerd")) {
-      GTEST_SKIP() << "dockerd is not installed: this distribution's archive lacks docker.io";
-    }
-    ASSERT_NO_FATAL_FAILURE(BuildImage());
-  }
+  DockerPeer() : LocalImagePeer("dockerd", "docker.io") {}
 };
 
 TEST_F(DockerPeer, starts_its_own_daemon_runs_the_shell_cases_and_leaves_nothing) {

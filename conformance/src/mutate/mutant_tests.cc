@@ -30,6 +30,16 @@ bool ParseResultLine(const std::string& line, CaseReport& c) {
   return true;
 }
 
+CaseReport TestCase(std::string id, Verdict verdict, std::string reason) {
+  CaseReport c;
+  c.id = std::move(id);
+  c.category = "tests";
+  c.kind = "test";
+  c.verdict = verdict;
+  c.reason = std::move(reason);
+  return c;
+}
+
 }  // namespace
 
 std::vector<CaseReport> RunMutantTests(const std::string& bin_dir, const MutantTests& tests, const std::string& disable) {
@@ -44,31 +54,19 @@ std::vector<CaseReport> RunMutantTests(const std::string& bin_dir, const MutantT
   std::vector<CaseReport> cases;
   std::istringstream lines(o.stdout_data);
   for (std::string line; std::getline(lines, line);) {
-    CaseReport c;
-    c.category = "tests";
-    c.kind = "test";
+    CaseReport c = TestCase("", Verdict::kError, "");
     if (ParseResultLine(line, c)) cases.push_back(std::move(c));
   }
   bool failed = std::any_of(cases.begin(), cases.end(), [](const CaseReport& c) { return c.verdict == Verdict::kFail; });
   if (!cases.empty() && !failed && (o.exit_code != 0 || o.signal != 0)) {
     // It ended before it could report a failure: a crash is a failure too.
-    CaseReport crash;
-    crash.id = tests.binary;
-    crash.category = "tests";
-    crash.kind = "test";
-    crash.verdict = Verdict::kFail;
-    crash.reason = o.signal ? fmt::format("killed by signal {}", o.signal) : fmt::format("exited {}", o.exit_code);
-    cases.push_back(std::move(crash));
+    cases.push_back(TestCase(tests.binary, Verdict::kFail,
+                             o.signal ? fmt::format("killed by signal {}", o.signal) : fmt::format("exited {}", o.exit_code)));
   }
   if (cases.empty()) {
-    CaseReport error;
-    error.id = tests.binary;
-    error.category = "tests";
-    error.kind = "test";
-    error.verdict = Verdict::kError;
-    error.reason = !o.error.empty() ? o.error
-                                    : fmt::format("ran no test (exit {}): {}", o.exit_code, o.stderr_data.substr(0, 200));
-    cases.push_back(std::move(error));
+    cases.push_back(TestCase(tests.binary, Verdict::kError,
+                             !o.error.empty() ? o.error
+                                              : fmt::format("ran no test (exit {}): {}", o.exit_code, o.stderr_data.substr(0, 200))));
   }
   return cases;
 }
