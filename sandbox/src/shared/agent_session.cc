@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 
 #include <fmt/format.h>
@@ -21,6 +22,9 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 constexpr const char* kDefaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+// How long an exec that lost its agent waits for the sandbox process to be reapable, so that
+// its error can say what ended it (QEMU killed, say) rather than only that the agent went quiet.
+constexpr int kDeathSettleMs = 1000;
 
 int64_t MsSince(Clock::time_point start) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count();
@@ -64,6 +68,13 @@ void TakeOutput(MonitorOutcome& outcome, RunResult& result) {
   result.stderr_truncated = outcome.stderr_truncated || (outcome.report && outcome.report->stderr_truncated);
 }
 
+// Waits up to timeout_ms for the process behind pidfd to end; returns at once when it has.
+void WaitForExit(int pidfd, int timeout_ms) {
+  pollfd fd{pidfd, POLLIN, 0};
+  while (poll(&fd, 1, timeout_ms) < 0 && errno == EINTR) {
+  }
+}
+
 }  // namespace
 
 RunResult AgentSession::Exec(const ExecSpec& spec, const ExecIo& io, int cancel_fd) {
@@ -90,7 +101,9 @@ RunResult AgentSession::Exec(const ExecSpec& spec, const ExecIo& io, int cancel_
   auto teardown_start = Clock::now();
   bool first_exec = ++execs_ == 1;
   ApplyOutcome(outcome, box.backstop_warning, result);
-  // The agent's silence is the symptom; what ended the sandbox under it is the cause.
+  // The agent's silence is the symptom; what ended the sandbox under it is the cause. The
+  // channel can close a moment before the sandbox's process is reapable, so give it that moment.
+  if (result.status == Status::kInternalError) WaitForExit(box.pidfd, kDeathSettleMs);
   if (std::string dead = DeathReason(); !dead.empty() && result.status == Status::kInternalError) {
     result.error = fmt::format("the sandbox died during the exec: {} ({})", dead, result.error);
   }
