@@ -23,6 +23,7 @@
 #include "api_requests.h"
 #include "exec_request.h"
 #include "client.h"
+#include "client_watch.h"
 #include "exec_stream.h"
 #include "keeper.h"
 #include "launch.h"
@@ -343,28 +344,68 @@ class Api {
     });
   }
 
+  // The run goes on while its reply is being sent, so that the reply's sink can tell whether
+  // the client is still there: one that hangs up cancels its run (client_watch.h). The status
+  // and headers are sent first, so a run that ends without a result from its child is answered
+  // as an internal_error result, not a 500.
   void Run(const httplib::Request& req, httplib::Response& res) {
     auto busy = InFlight();
     auto spec = ParseRunRequest(req.body);
     if (!spec) return ReplyError(res, 400, spec.error());
     auto slot = TakeExecSlot();
     if (!slot) return ReplyError(res, 429, NoSlot(options_.max_concurrent_execs));
-    if (RunPooled(*spec, res)) return;
-    auto doc = launcher_.Run(req.body, *spec);
+    std::optional<std::string> pooled = pool_->Take(*spec);
+    if (pooled) res.set_header("Smolbox-Pooled", "true");
+    auto request = std::make_shared<RunRequest>(RunRequest{req.body, std::move(*spec), std::move(pooled)});
+    res.set_chunked_content_provider("application/json", [this, request, slot, busy](size_t, httplib::DataSink& sink) {
+      json reply;
+      bool there = RunForClient([&](int cancel_fd) { reply = RunReply(*request, cancel_fd); },
+                                [&sink] { return sink.is_writable(); }, cancel_read_.get());
+      if (!there) return false;
+      std::string text = reply.dump() + "\n";
+      sink.write(text.data(), text.size());
+      sink.done();
+      return true;
+    });
+  }
+
+  struct RunRequest {
+    std::string body;
+    RunSpec spec;
+    std::optional<std::string> pooled;  // the warm pool's sandbox it runs in, if one matched
+  };
+
+  // The run's result as run --json prints it: in its pooled sandbox, or in a fresh one when there
+  // is none or the pooled one had died before it could start.
+  json RunReply(const RunRequest& request, int cancel_fd) {
+    if (request.pooled) {
+      RunResult result = RunPooled(request.spec, *request.pooled, cancel_fd);
+      if (result.status != Status::kSetupError) {
+        metrics_.CountResult("run", result);
+        metrics_.CountPoolHit();
+        return ToJson(result);
+      }
+      // Nothing of the request ran: the pooled sandbox had died. A sandbox of its own, then.
+      fmt::print(stderr, "smolbox serve: pooled sandbox {}: {}\n", *request.pooled, result.error);
+    }
+    Launcher launcher = launcher_;
+    launcher.cancel_fd = cancel_fd;
+    auto doc = launcher.Run(request.body, request.spec);
     auto result = doc ? ResultFromJson(*doc) : std::unexpected(doc.error());
     if (!result) {
       fmt::print(stderr, "smolbox serve: run: {}\n", result.error().ToString());
-      return ReplyError(res, 500, Error::Field("server", "the run ended without a result"));
+      RunResult failed;
+      failed.status = Status::kInternalError;
+      failed.error = "the run ended without a result";
+      metrics_.CountResult("run", failed);
+      return ToJson(failed);
     }
     metrics_.CountResult("run", *result);
-    ReplyJson(res, 200, *doc);
+    return *doc;
   }
 
-  // A run in a sandbox of a warm pool, when one serves spec and is ready; false, with nothing
-  // replied, when the run must start a sandbox of its own.
-  bool RunPooled(const RunSpec& spec, httplib::Response& res) {
-    auto id = pool_->Take(spec);
-    if (!id) return false;
+  // spec's command in the warm pool's sandbox id, which is discarded after.
+  RunResult RunPooled(const RunSpec& spec, const std::string& id, int cancel_fd) {
     persist::ExecOrder order;
     order.argv = spec.exec.argv;
     order.env = spec.exec.env;
@@ -375,25 +416,19 @@ class Api {
     if (spec.exec.stdin_data) {
       auto file = MemoryFile(*spec.exec.stdin_data);
       if (!file) {
-        pool_->Discard(*id);
-        return false;
+        pool_->Discard(id);
+        RunResult failed;
+        failed.status = Status::kSetupError;
+        failed.error = file.error().ToString();
+        return failed;
       }
       stdin_file = std::move(*file);
       order.sends_stdin = true;
       io.stdin_fd = stdin_file.get();
     }
-    RunResult result = persist::ExecInSandbox(*id, order, io, cancel_read_.get());
-    pool_->Discard(*id);
-    if (result.status == Status::kSetupError) {
-      // Nothing of the request ran: the pooled sandbox had died. A sandbox of its own, then.
-      fmt::print(stderr, "smolbox serve: pooled sandbox {}: {}\n", *id, result.error);
-      return false;
-    }
-    metrics_.CountResult("run", result);
-    metrics_.CountPoolHit();
-    res.set_header("Smolbox-Pooled", "true");
-    ReplyJson(res, 200, ToJson(result));
-    return true;
+    RunResult result = persist::ExecInSandbox(id, order, io, cancel_fd);
+    pool_->Discard(id);
+    return result;
   }
 
   void Create(const httplib::Request& req, httplib::Response& res) {

@@ -341,6 +341,26 @@ TEST(Api, a_client_that_goes_away_cancels_its_exec) {
   EXPECT_TRUE(free_again);
 }
 
+// A run prints nothing until its result, so only the connection tells that its client left.
+TEST(Api, a_client_that_goes_away_cancels_its_silent_run) {
+  ApiServer server;
+  auto client = server.Client();
+  client->set_read_timeout(2, 0);  // gives up on the reply after 2 s, and hangs up
+  std::string token = RandomToken();
+  json spec = RunSpec("import sys, time\nwhile True: time.sleep(0.1)", {{"timeout_ms", 600000}});
+  spec["argv"].push_back(token);
+  auto reply = client->Post("/v1/run", spec.dump(), "application/json");
+  EXPECT_FALSE(reply) << "the run answered before its client gave up: " << reply->body;
+  EXPECT_GT(CountProcessesWith(token), 0) << "the workload never ran";
+  client.reset();
+  EXPECT_TRUE(WaitUntil([&] { return CountProcessesWith(token) == 0; }, std::chrono::seconds(30)))
+      << "the workload outlived its client";
+  // Nothing of the run is left, and the server goes on serving.
+  auto next = server.Client()->Post("/v1/run", RunSpec("print(42)").dump(), "application/json");
+  ASSERT_TRUE(next);
+  EXPECT_EQ(json::parse(next->body).value("stdout", ""), "42\n");
+}
+
 TEST(Api, the_sandbox_and_exec_caps_refuse_with_429_naming_the_flag) {
   ApiServer server({"--max-sandboxes", "1", "--max-concurrent-execs", "1"});
   auto client = server.Client();

@@ -114,6 +114,26 @@ TEST(ApiPool, every_limit_holds_in_a_pooled_sandbox) {
   EXPECT_EQ(output.result.value("stdout", "").size(), size_t{1} << 20);
 }
 
+TEST(ApiPool, a_client_that_goes_away_cancels_its_pooled_run) {
+  ApiServer server({"--pool", "ns=1"});
+  auto client = server.Client();
+  ASSERT_TRUE(WaitForPool(*client, 1)) << "the pool never filled";
+  client->set_read_timeout(2, 0);  // gives up on the reply after 2 s, and hangs up
+  std::string token = RandomToken();
+  json spec = PythonRun("import sys, time\nwhile True: time.sleep(0.1)", {{"limits", {{"timeout_ms", 600000}}}});
+  spec["argv"].push_back(token);
+  EXPECT_FALSE(client->Post("/v1/run", spec.dump(), "application/json")) << "the run answered before its client gave up";
+  EXPECT_GT(CountProcessesWith(token), 0) << "the workload never ran";
+  client.reset();
+  EXPECT_TRUE(WaitUntil([&] { return CountProcessesWith(token) == 0; }, std::chrono::seconds(30)))
+      << "the workload outlived its client";
+  // It was the pooled sandbox's run, which went with it, and the pool made another.
+  auto metrics = server.Client()->Get("/metrics");
+  ASSERT_TRUE(metrics);
+  EXPECT_NE(metrics->body.find("smolbox_pooled_runs_total 1\n"), std::string::npos) << metrics->body;
+  EXPECT_TRUE(WaitForPool(*server.Client(), 1)) << "the pool did not refill";
+}
+
 TEST(ApiPool, a_run_that_differs_from_the_pool_in_anything_but_its_command_starts_its_own_sandbox) {
   ApiServer server({"--pool", "ns=1"});
   auto client = server.Client();
