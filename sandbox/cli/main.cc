@@ -54,7 +54,7 @@ struct Flag {
 
 struct RunFlags {
   Flag backend, accel, image, timeout, cpu_time, mem, cpus, pids, storage, output_limit, files;
-  Flag workdir, user, stdin_file, spec_file;
+  Flag workdir, user, stdin_file, spec_file, volume_root;
   std::vector<std::string> env, volumes, command;
   bool json = false;
   bool interactive = false;
@@ -129,6 +129,11 @@ void AddSpecOptions(CLI::App& run, RunFlags& f) {
                  "is taken from the current directory")
       ->type_name("HOST:GUEST[:ro|rw]")
       ->allow_extra_args(false);
+  AddFlag(run, "--volume-root", f.volume_root,
+          "every volume's HOST (of -v and of the spec) is then a path relative to DIR, opened "
+          "beneath it without following any symlink: for volumes named by someone else, as "
+          "smolbox serve's clients do",
+          "DIR");
   AddFlag(run, "--user", f.user,
           "sandbox (1000, no capabilities), root (root only inside the sandbox) or any ids "
           "up to 65535, the GID defaulting to the UID (default sandbox, or the image's User)",
@@ -354,9 +359,12 @@ Expected<std::string> Absolute(const std::string& path, const char* flag) {
 Expected<void> AddVolumes(const std::vector<std::string>& volumes, smolbox::SandboxSpec& spec) {
   for (const std::string& text : volumes) {
     SMOLBOX_ASSIGN_OR_RETURN(auto mount, smolbox::ParseVolume(text));
-    auto source = Absolute(mount.source, "--volume");
-    SMOLBOX_TRY(source);
-    mount.source = *source;
+    // Beneath a volume root the source stays relative to it; the validator says if it is not.
+    if (spec.volume_root.empty()) {
+      auto source = Absolute(mount.source, "--volume");
+      SMOLBOX_TRY(source);
+      mount.source = *source;
+    }
     spec.mounts.push_back(std::move(mount));
   }
   return {};
@@ -464,6 +472,9 @@ Expected<smolbox::RunSpec> BuildSpec(const RunFlags& f) {
     SMOLBOX_ASSIGN_OR_RETURN(auto text, ReadSpecFile(f.spec_file.value));
     SMOLBOX_ASSIGN_OR_RETURN(auto parsed, smolbox::ParseRunSpec(text, fmt::format("spec file {}", f.spec_file.value)));
     spec = std::move(parsed);
+  }
+  if (f.volume_root) {
+    SMOLBOX_ASSIGN_OR_RETURN(spec.sandbox.volume_root, Absolute(f.volume_root.value, "--volume-root"));
   }
   for (auto ok :
        {ApplyNamedFlags(f, spec), ApplyImage(f.image, spec.sandbox), ApplyLimitFlags(f, spec),

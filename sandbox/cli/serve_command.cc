@@ -39,12 +39,17 @@ CLI::App* AddServeCommand(CLI::App& app, ServeFlags& f) {
                     "that name that backend and image and otherwise use the defaults; repeatable")
       ->type_name("POOL")
       ->allow_extra_args(false);
+  serve->add_option("--volume-root", f.volume_root,
+                    "accept volumes whose source is a path relative to DIR, opened beneath it without following "
+                    "any symlink (default: no volumes)")
+      ->type_name("DIR");
   serve->add_option("--drain-timeout", f.drain_timeout,
                     "on SIGTERM, how long in-flight requests may finish before they are cancelled (default 30s)")
       ->type_name("DUR");
   serve->footer(
       "Sandboxes made through the API live as long as the server: when it stops, or dies, they are\n"
-      "torn down. Clients name no host paths: volumes, stdin files and rootfs directories are refused.");
+      "torn down. Clients name no host paths: stdin files and rootfs directories are refused, and\n"
+      "volumes too unless --volume-root gives them a directory to stay beneath.");
   return serve;
 }
 
@@ -71,6 +76,7 @@ int RunServeCommand(const ServeFlags& f, const std::string& exe) {
     if (!pool) return Refuse(pool.error());
     options.pools.push_back(std::move(*pool));
   }
+  options.volume_root = f.volume_root;
   options.smolbox_exe = exe;
   return api::Serve(options);
 }

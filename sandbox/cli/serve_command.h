@@ -17,6 +17,7 @@ struct ServeFlags {
   int max_concurrent_execs = 16;
   std::string drain_timeout = "30s";
   std::vector<std::string> pools;
+  std::string volume_root;
 };
 
 CLI::App* AddServeCommand(CLI::App& app, ServeFlags& flags);

@@ -88,6 +88,10 @@ struct SandboxSpec {
   NetworkMode network = NetworkMode::kNone;
   EgressSpec egress;
   std::vector<Mount> mounts;
+  // Set: each mount's source is a path relative to this directory, opened beneath it without
+  // following any symlink (smolbox serve --volume-root, for clients that name no host path).
+  // Not a spec field: the operator sets it, never the spec's author.
+  std::string volume_root;
   WorkloadUser user;
   // vm backend: restore the guest from a boot snapshot instead of booting it, making the
   // snapshot on the first run (docs/guest.md, "Boot snapshot"). false: always a clean boot.

@@ -11,8 +11,9 @@ constexpr std::string_view kBody = "request body";
 
 // The fields that would make the server touch a host path of the client's choosing.
 Expected<void> RefuseHostPaths(const RunSpec& spec) {
-  if (!spec.sandbox.mounts.empty()) {
-    return std::unexpected(Error::Field("mounts", "host volumes are not accepted over the API; send input as stdin"));
+  if (!spec.sandbox.mounts.empty() && spec.sandbox.volume_root.empty()) {
+    return std::unexpected(Error::Field("mounts", "host volumes are not accepted by this server (it has no "
+                                                  "--volume-root); send input as stdin"));
   }
   if (spec.exec.stdin_file) {
     return std::unexpected(Error::Field("stdin_file", "host files are not accepted over the API; send the bytes as stdin"));
@@ -29,22 +30,24 @@ Expected<void> RefuseHostPaths(const RunSpec& spec) {
   return {};
 }
 
-Expected<RunSpec> ParseSpec(const std::string& body) {
+Expected<RunSpec> ParseSpec(const std::string& body, const std::string& volume_root) {
   SMOLBOX_ASSIGN_OR_RETURN(RunSpec spec, ParseRunSpec(body, kBody));
+  // Only where there are volumes, so that a spec without any still matches a warm pool's.
+  if (!spec.sandbox.mounts.empty()) spec.sandbox.volume_root = volume_root;
   SMOLBOX_TRY(RefuseHostPaths(spec));
   return spec;
 }
 
 }  // namespace
 
-Expected<RunSpec> ParseRunRequest(const std::string& body) {
-  SMOLBOX_ASSIGN_OR_RETURN(RunSpec spec, ParseSpec(body));
+Expected<RunSpec> ParseRunRequest(const std::string& body, const std::string& volume_root) {
+  SMOLBOX_ASSIGN_OR_RETURN(RunSpec spec, ParseSpec(body, volume_root));
   SMOLBOX_TRY(ValidateRunSpec(spec));
   return spec;
 }
 
-Expected<RunSpec> ParseCreateRequest(const std::string& body) {
-  SMOLBOX_ASSIGN_OR_RETURN(RunSpec spec, ParseSpec(body));
+Expected<RunSpec> ParseCreateRequest(const std::string& body, const std::string& volume_root) {
+  SMOLBOX_ASSIGN_OR_RETURN(RunSpec spec, ParseSpec(body, volume_root));
   if (!spec.exec.argv.empty()) {
     return std::unexpected(Error::Field("argv", "a sandbox is created without a command; each exec brings its own"));
   }

@@ -141,7 +141,7 @@ class Api {
     if (pipe2(fds, O_CLOEXEC) != 0) return std::unexpected(Error::Sys("pipe"));
     cancel_read_.Reset(fds[0]);
     cancel_write_.Reset(fds[1]);
-    launcher_ = Launcher{options_.smolbox_exe, lifeline_read_.get(), cancel_read_.get()};
+    launcher_ = Launcher{options_.smolbox_exe, lifeline_read_.get(), cancel_read_.get(), options_.volume_root};
     pool_ = std::make_unique<WarmPool>(options_.pools, launcher_);
     for (const ListenAddress& address : options_.listen) SMOLBOX_TRY(Bind(address));
     pool_->Start();
@@ -350,7 +350,7 @@ class Api {
   // as an internal_error result, not a 500.
   void Run(const httplib::Request& req, httplib::Response& res) {
     auto busy = InFlight();
-    auto spec = ParseRunRequest(req.body);
+    auto spec = ParseRunRequest(req.body, options_.volume_root);
     if (!spec) return ReplyError(res, 400, spec.error());
     auto slot = TakeExecSlot();
     if (!slot) return ReplyError(res, 429, NoSlot(options_.max_concurrent_execs));
@@ -433,7 +433,7 @@ class Api {
 
   void Create(const httplib::Request& req, httplib::Response& res) {
     auto busy = InFlight();
-    auto spec = ParseCreateRequest(req.body);
+    auto spec = ParseCreateRequest(req.body, options_.volume_root);
     if (!spec) return ReplyError(res, 400, spec.error());
     auto id = NewSandboxId();
     if (!id) return ReplyError(res, 500, Error::Field("server", id.error().ToString()));
@@ -606,6 +606,13 @@ Expected<void> CheckOptions(const ServeOptions& options) {
     return std::unexpected(Error::Field("--max-concurrent-execs", "must be at least 1"));
   }
   if (options.max_body < 1024) return std::unexpected(Error::Field("--max-body", "must be at least 1 KiB"));
+  if (!options.volume_root.empty()) {
+    struct stat st{};
+    if (!options.volume_root.starts_with('/')) return std::unexpected(Error::Field("--volume-root", "must be an absolute path"));
+    if (stat(options.volume_root.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+      return std::unexpected(Error::Field("--volume-root", options.volume_root + " is not a directory"));
+    }
+  }
   return {};
 }
 

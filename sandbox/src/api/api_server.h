@@ -33,6 +33,7 @@ struct ServeOptions {
   int64_t drain_timeout_ms = 30000;  // on SIGTERM, how long in-flight requests may finish
   std::string smolbox_exe;  // the smolbox binary children run
   std::vector<PoolOption> pools;  // --pool: sandboxes kept ready for one-shot runs
+  std::string volume_root;  // --volume-root: where requests' volumes are, beneath; empty: none
 };
 
 // The default listener: <state root>/api.sock (/run/smolbox for root, else under

@@ -19,19 +19,28 @@ constexpr size_t kMaxCreateOutput = 1 << 20;
 
 }  // namespace
 
+void Launcher::AddVolumeRoot(std::vector<std::string>& args) const {
+  if (volume_root.empty()) return;
+  args.push_back("--volume-root");
+  args.push_back(volume_root);
+}
+
 Expected<nlohmann::json> Launcher::Run(const std::string& spec_json, const RunSpec& spec) const {
   // Each stream's bytes may take 6 in JSON (\u0000), and the result's other fields are small.
   size_t bound = static_cast<size_t>(spec.exec.limits.output_bytes) * 12 + (1 << 20);
-  SMOLBOX_ASSIGN_OR_RETURN(auto child, RunChild(smolbox_exe, {"run", "--json", "--spec", "/dev/stdin"}, spec_json,
-                                                bound, -1, cancel_fd));
+  std::vector<std::string> args = {"run", "--json", "--spec", "/dev/stdin"};
+  AddVolumeRoot(args);
+  SMOLBOX_ASSIGN_OR_RETURN(auto child, RunChild(smolbox_exe, args, spec_json, bound, -1, cancel_fd));
   SMOLBOX_ASSIGN_OR_RETURN(auto doc, ParseBoundedJson(child.stdout_data, {.max_bytes = bound}, "the run's result"));
   SMOLBOX_TRY(ResultFromJson(doc));  // it is a result
   return doc;
 }
 
 Expected<nlohmann::json> Launcher::Create(const std::string& id, const std::string& spec_json) const {
-  auto child = RunChild(smolbox_exe, {"create", "--json", "--spec", "/dev/stdin", "--lifeline-fd", "3", id}, spec_json,
-                        kMaxCreateOutput, lifeline_fd, cancel_fd);
+  std::vector<std::string> args = {"create", "--json", "--spec", "/dev/stdin", "--lifeline-fd", "3"};
+  AddVolumeRoot(args);
+  args.push_back(id);
+  auto child = RunChild(smolbox_exe, args, spec_json, kMaxCreateOutput, lifeline_fd, cancel_fd);
   auto doc = child ? ParseBoundedJson(child->stdout_data, {.max_bytes = kMaxCreateOutput}, "the create's result")
                    : std::unexpected(child.error());
   if (doc && doc->is_object() && doc->value("status", "") == "created") {

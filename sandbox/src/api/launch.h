@@ -3,6 +3,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -18,6 +19,7 @@ struct Launcher {
   std::string smolbox_exe;  // the binary the children run
   int lifeline_fd = -1;     // the read end each created sandbox's keeper holds
   int cancel_fd = -1;       // once readable, children in flight are killed
+  std::string volume_root;  // given to each child as --volume-root, when set
 
   // Runs spec_json (already parsed as spec) in a fresh sandbox; returns run --json's result.
   Expected<nlohmann::json> Run(const std::string& spec_json, const RunSpec& spec) const;
@@ -25,6 +27,9 @@ struct Launcher {
   // setup, or an error (where "sandbox") saying why it could not be created. Nothing is left
   // of a sandbox that failed.
   Expected<nlohmann::json> Create(const std::string& id, const std::string& spec_json) const;
+
+ private:
+  void AddVolumeRoot(std::vector<std::string>& args) const;
 };
 
 // "api-" and 16 random hex digits.

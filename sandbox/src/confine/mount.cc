@@ -383,6 +383,18 @@ int OpenDirectoryOf(int fd) {
   return open(dir.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
 }
 
+Expected<void> CheckSameFile(const VolumeBind& v) {
+  if (v.checked_fd < 0) return {};
+  struct stat opened{}, checked{};
+  if (fstat(v.source_fd, &opened) != 0 || fstat(v.checked_fd, &checked) != 0) {
+    return std::unexpected(Error::Sys("fstat volume " + v.source));
+  }
+  if (opened.st_dev != checked.st_dev || opened.st_ino != checked.st_ino) {
+    return std::unexpected(Error::Field("volume", fmt::format("{} is no longer the file it was when the run began", v.source)));
+  }
+  return {};
+}
+
 }  // namespace
 
 Expected<void> OpenSources(RootPlan& plan) {
@@ -399,6 +411,7 @@ Expected<void> OpenSources(RootPlan& plan) {
     if (!v.read_only) continue;
     SMOLBOX_ASSIGN_OR_RETURN(auto fd, OpenPath(v.source, O_PATH, "volume"));
     v.source_fd = fd;
+    SMOLBOX_TRY(CheckSameFile(v));
     // A file is hidden through an overlay of its directory, which may not be reachable once
     // the setup has left the runtime's ids. Without it the file is bound as is, with a warning.
     if (plan.hide_host_paths && !IsDirectoryFd(v.source_fd)) {

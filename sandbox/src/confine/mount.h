@@ -23,6 +23,10 @@ struct VolumeBind {
   int source_fd = -1;       //     and its descriptor, from OpenSources
   std::string storage_dir;  // rw: its copy in the storage
   int parent_fd = -1;       // ro file, with hide_host_paths: its directory, from OpenSources
+  // ro: the runtime's own descriptor of the source, which it checked. What OpenSources opens by
+  // name must be that same file, or the setup fails: the name may have been repointed since.
+  // It is not bound itself, as it belongs to the runtime's mount namespace. -1: no check.
+  int checked_fd = -1;
 };
 
 struct RootPlan {

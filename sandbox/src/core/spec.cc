@@ -7,6 +7,7 @@
 
 #include <cerrno>
 #include <cstdint>
+#include <filesystem>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -543,8 +544,22 @@ Expected<void> CheckMountTarget(const std::string& target, const std::string& fi
   return {};
 }
 
+// Beneath a volume root: a relative path that stays there by its spelling. Opening it
+// (OpenVolumes) is what holds it there, whatever links are planted meanwhile.
+Expected<void> CheckSourceBeneathRoot(const std::string& source, const std::string& field) {
+  if (HasNul(source)) return Fail(field, "contains a NUL byte");
+  if (source.empty() || source[0] == '/') {
+    return Fail(field, fmt::format("must be a path relative to the server's volume root (got {:?})", source));
+  }
+  for (const auto& part : std::filesystem::path(source)) {
+    if (part == "..") return Fail(field, fmt::format("{} leads out of the volume root (\"..\")", Printable(source)));
+  }
+  return {};
+}
+
 // lstat(): a symlink as the source is refused rather than followed to wherever it points.
-Expected<void> CheckMountSource(const std::string& source, const std::string& field) {
+Expected<void> CheckMountSource(const std::string& source, const std::string& field, const std::string& volume_root) {
+  if (!volume_root.empty()) return CheckSourceBeneathRoot(source, field);
   if (HasNul(source)) return Fail(field, "contains a NUL byte");
   if (source.empty() || source[0] != '/') {
     return Fail(field, fmt::format("must be an absolute path (got {:?})", source));
@@ -568,7 +583,7 @@ Expected<void> CheckMounts(const SandboxSpec& spec) {
       return Fail(field + ".target", fmt::format("{} is also the target of mounts[{}]",
                                                  Printable(m.target), it->second));
     }
-    SMOLBOX_TRY(CheckMountSource(m.source, field + ".source"));
+    SMOLBOX_TRY(CheckMountSource(m.source, field + ".source", spec.volume_root));
   }
   return {};
 }

@@ -86,8 +86,12 @@ ContainPlan MakePlan(const SandboxSpec& spec, const Sandbox& box, int child_chan
   if (box.storage) plan.root.storage = box.storage->mountpoint();
   else plan.tmpfs_storage_mountpoint = box.dir->path() + "/storage";
   for (const auto& v : box.volumes) {
-    plan.root.volumes.push_back(VolumeBind{v.mount->target, v.mount->read_only, v.mount->source, -1,
-                                           Storage::VolumeDir(v.storage_index)});
+    // The contain step opens an ro source again, in the sandbox's mount namespace, by this
+    // name, and checks that it is still the file the runtime opened (which the clone inherits).
+    std::string source = spec.volume_root.empty() ? v.mount->source : spec.volume_root + "/" + v.mount->source;
+    VolumeBind bind{v.mount->target, v.mount->read_only, source, -1, Storage::VolumeDir(v.storage_index)};
+    if (v.mount->read_only) bind.checked_fd = v.fd.get();
+    plan.root.volumes.push_back(std::move(bind));
   }
   std::sort(plan.root.volumes.begin(), plan.root.volumes.end(),
             [](const VolumeBind& a, const VolumeBind& b) { return a.target < b.target; });

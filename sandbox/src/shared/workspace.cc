@@ -1,9 +1,11 @@
 #include "workspace.h"
 
 #include <fcntl.h>
+#include <linux/openat2.h>
 #include <sched.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -11,9 +13,21 @@
 #include <fmt/format.h>
 
 #include "copyback.h"
+#include "mutant.h"
 
 namespace smolbox::shared {
 namespace {
+
+// path beneath root: never through a symlink, a magic link or another mount, whatever the
+// directory's owner has planted there.
+int OpenBeneath(int root, const std::string& path, int flags) {
+  open_how how{};
+  how.flags = static_cast<uint64_t>(flags);
+  how.resolve = SMOLBOX_PROTECTED("volume_root")
+                    ? RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV
+                    : 0;
+  return static_cast<int>(syscall(SYS_openat2, root, path.c_str(), &how, sizeof how));
+}
 
 size_t RwCount(const std::vector<HostVolume>& volumes) {
   size_t n = 0;
@@ -36,14 +50,22 @@ Expected<void> EnterPrivateMountNamespace() {
 }
 
 Expected<std::vector<HostVolume>> OpenVolumes(const SandboxSpec& spec) {
+  UniqueFd root;
+  if (!spec.volume_root.empty()) {
+    root.Reset(open(spec.volume_root.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+    if (!root.valid()) return std::unexpected(Error{"volume_root", spec.volume_root, errno});
+  }
   std::vector<HostVolume> volumes;
   size_t rw = 0;
   for (size_t i = 0; i < spec.mounts.size(); ++i) {
     const Mount& m = spec.mounts[i];
     int flags = m.read_only ? O_PATH | O_CLOEXEC : O_RDONLY | O_DIRECTORY | O_CLOEXEC;
-    UniqueFd fd(open(m.source.c_str(), flags));
+    UniqueFd fd(root.valid() ? OpenBeneath(root.get(), m.source, flags) : open(m.source.c_str(), flags));
     if (!fd.valid()) {
-      std::string why = !m.read_only && errno == ENOTDIR ? "a rw volume must be a directory" : strerror(errno);
+      std::string why = !m.read_only && errno == ENOTDIR ? "a rw volume must be a directory"
+                        : root.valid() && errno == ELOOP ? "a symlink on the way, which a volume root never follows"
+                        : root.valid() && errno == EXDEV ? "not beneath the volume root"
+                                                         : strerror(errno);
       return std::unexpected(Error{fmt::format("mounts[{}].source", i), fmt::format("{}: {}", m.source, why), 0});
     }
     volumes.push_back(HostVolume{&m, std::move(fd), m.read_only ? 0 : rw++});

@@ -105,12 +105,6 @@ Expected<void> CheckSpec(const SandboxSpec& spec) {
     return std::unexpected(Error::Field("limits.memory_mib", fmt::format("{} MiB is below the vm backend's floor of {} MiB",
                                                                          spec.limits.memory_mib, kMinVmMemoryMiB)));
   }
-  for (size_t i = 0; i < spec.mounts.size(); ++i) {
-    struct stat st{};
-    if (spec.mounts[i].read_only && stat(spec.mounts[i].source.c_str(), &st) == 0 && !S_ISDIR(st.st_mode)) {
-      return std::unexpected(Error::Field(fmt::format("mounts[{}].source", i), "the vm backend shares directories only"));
-    }
-  }
   if (geteuid() != 0) {
     return std::unexpected(Error::Field("backend", "the vm backend needs root in this build: its quota-bound storage is a loop-mounted disk image; use --backend ns rootless"));
   }
@@ -424,6 +418,12 @@ Expected<void> Prepare(const SandboxSpec& spec, Vm& vm, RunResult& result) {
   auto volumes = shared::OpenVolumes(spec);
   SMOLBOX_TRY(volumes);
   vm.volumes = std::move(*volumes);
+  for (size_t i = 0; i < vm.volumes.size(); ++i) {
+    struct stat st{};
+    if (vm.volumes[i].mount->read_only && fstat(vm.volumes[i].fd.get(), &st) == 0 && !S_ISDIR(st.st_mode)) {
+      return std::unexpected(Error::Field(fmt::format("mounts[{}].source", i), "the vm backend shares directories only"));
+    }
+  }
   vm.guest_uid = spec.user.uid;
   vm.guest_gid = spec.user.gid;
   vm.host_uid = confine::kHostIdBase + vm.guest_uid;

@@ -160,7 +160,10 @@ TEST(Api, bad_requests_get_a_4xx_naming_the_field_and_start_nothing) {
       {"/v1/run", R"({"argv": ["/bin/true"], "limits": {"memory_mib": "lots"}})", 400, "limits.memory_mib"},
       {"/v1/run", R"({"argv": ["/bin/true"], "limits": {"memory_mib": 1}})", 400, "limits.memory_mib"},
       {"/v1/run", R"({"argv": )", 400, "request body"},
+      // Without --volume-root, no volume at all.
       {"/v1/run", R"({"argv": ["/bin/true"], "mounts": [{"source": "/etc", "target": "/x"}]})", 400, "mounts"},
+      {"/v1/run", R"({"argv": ["/bin/true"], "mounts": [{"source": "etc", "target": "/x"}]})", 400, "mounts"},
+      {"/v1/run", R"({"argv": ["/bin/true"], "volume_root": "/"})", 400, "volume_root"},
       {"/v1/run", R"({"argv": ["/bin/cat"], "stdin_file": "/etc/shadow"})", 400, "stdin_file"},
       {"/v1/run", R"({"argv": ["/bin/true"], "image": "/"})", 400, "image"},
       {"/v1/run", R"({"argv": ["/bin/true"], "egress": {"netns": "/proc/1/ns/net"}})", 400, "egress.netns"},
@@ -194,6 +197,71 @@ TEST(Api, bad_requests_get_a_4xx_naming_the_field_and_start_nothing) {
   ASSERT_TRUE(health);
   EXPECT_EQ(json::parse(health->body)["sandboxes"], 1) << "a bad request left a sandbox";
   EXPECT_EQ(json::parse(health->body)["execs_running"], 0);
+}
+
+// With --volume-root, a request's volumes are paths beneath it: an input read-only, an output
+// copied back; nothing beyond the root is reached, by spelling or by a planted link.
+TEST(Api, volumes_beneath_the_volume_root_go_in_and_out_and_nothing_leads_out_of_it) {
+  TempDir root("smolbox-volume-root");
+  TempDir outside("smolbox-outside");
+  std::string secret = RandomToken();
+  outside.Write("secret", secret);
+  root.Write("case/in/data.csv", "a,b\n1,2\n");
+  std::filesystem::create_directories(root.path() + "/case/out");
+  std::filesystem::create_directories(root.path() + "/case/deep");
+  std::filesystem::create_symlink(outside.path(), root.path() + "/case/link");
+  std::filesystem::create_symlink(outside.path(), root.path() + "/case/deep/link");
+  for (const std::string& dir : {root.path(), root.path() + "/case", root.path() + "/case/in", outside.path()}) {
+    chmod(dir.c_str(), 0755);
+  }
+  ApiServer server({"--volume-root", root.path()});
+  auto client = server.Client();
+  auto volume = [](const std::string& source, const std::string& target, bool ro) {
+    return json{{"source", source}, {"target", target}, {"mode", ro ? "ro" : "rw"}};
+  };
+
+  json spec = RunSpec("import os; data = open('/in/data.csv').read(); open('/out/n.txt', 'w').write(str(len(data)))\n"
+                      "try:\n    open('/in/x', 'w')\nexcept OSError as e: print('ro', e.errno)");
+  spec["mounts"] = {volume("case/in", "/in", true), volume("case/out", "/out", false)};
+  auto [code, result] = Post(*client, "/v1/run", spec.dump());
+  ASSERT_EQ(code, 200) << result.dump();
+  EXPECT_EQ(result["status"], "exited") << result.dump();
+  EXPECT_EQ(result["stdout"], "ro 30\n") << result.dump();
+  EXPECT_EQ(ReadFileOrEmpty(root.path() + "/case/out/n.txt"), "8");
+
+  // A created sandbox's output comes back after each exec, as through the CLI.
+  json create = {{"backend", "ns"}, {"mounts", {volume("case/out", "/out", false)}}};
+  auto [created, setup] = Post(*client, "/v1/sandboxes", create.dump());
+  ASSERT_EQ(created, 201) << setup.dump();
+  auto lines = Exec(*client, setup["id"], {{"argv", {"/bin/sh", "-c", "echo exec > /out/e.txt"}}});
+  ASSERT_FALSE(lines.empty());
+  EXPECT_EQ(ReadFileOrEmpty(root.path() + "/case/out/e.txt"), "exec\n");
+
+  // Out of the root by spelling: refused before anything starts, naming the field.
+  for (const char* source : {"/etc", "../etc", "case/../../etc", ""}) {
+    json bad = RunSpec("print(1)");
+    bad["mounts"] = {volume(source, "/in", true)};
+    auto [bad_code, reply] = Post(*client, "/v1/run", bad.dump());
+    EXPECT_EQ(bad_code, 400) << source << " -> " << reply.dump();
+    EXPECT_EQ(reply["error"]["field"], "mounts[0].source") << reply.dump();
+  }
+  // Out of the root through a link, as the last part or on the way: the run does not start.
+  for (const char* source : {"case/link", "case/deep/link/secret", "case/link/secret"}) {
+    for (bool ro : {true, false}) {
+      json bad = RunSpec("import sys; print(open('/in' if sys.argv[1] == 'f' else '/in/secret').read())");
+      bad["argv"].push_back(std::string(source).ends_with("secret") ? "f" : "d");
+      bad["mounts"] = {volume(source, "/in", ro)};
+      auto [link_code, reply] = Post(*client, "/v1/run", bad.dump());
+      EXPECT_EQ(link_code, 200) << reply.dump();
+      EXPECT_EQ(reply["status"], "setup_error") << source << " ro=" << ro << " -> " << reply.dump();
+      EXPECT_NE(reply.value("error", "").find("mounts[0].source"), std::string::npos) << reply.dump();
+      EXPECT_EQ(reply.dump().find(secret), std::string::npos) << "the secret beyond the root was read";
+    }
+  }
+  json bad_create = {{"backend", "ns"}, {"mounts", {volume("case/link", "/in", true)}}};
+  auto [refused, why] = Post(*client, "/v1/sandboxes", bad_create.dump());
+  EXPECT_EQ(refused, 422) << why.dump();
+  EXPECT_NE(why.dump().find("symlink"), std::string::npos) << why.dump();
 }
 
 TEST(Api, a_sandbox_keeps_its_state_across_execs_and_its_removal_leaves_nothing) {
