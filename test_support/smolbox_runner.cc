@@ -75,11 +75,13 @@ void Drain(int out_fd, int err_fd, std::string& out, std::string& err) {
   argv.push_back(nullptr);
   std::vector<std::string> env_s = {"PATH=/usr/bin:/bin"};
   env_s.insert(env_s.end(), env.begin(), env.end());
-  // The vm's guest artifacts, when the tests are pointed at a build of their own; unless the
-  // test names its own: of two entries the first would win.
-  bool test_sets_guest = std::any_of(env.begin(), env.end(), [](const std::string& e) { return e.starts_with("SMOLBOX_GUEST_DIR="); });
-  if (const char* guest = getenv("SMOLBOX_GUEST_DIR"); guest != nullptr && !test_sets_guest) {
-    env_s.push_back(std::string("SMOLBOX_GUEST_DIR=") + guest);
+  // From the tests' own environment, unless the test names its own (of two entries the first
+  // would win): the vm's guest artifacts, when the tests are pointed at a build of their own,
+  // and the protections a mutant build's tests run without (smolvm-check mutate's "tests").
+  for (const char* name : {"SMOLBOX_GUEST_DIR", "SMOLBOX_DISABLE"}) {
+    std::string prefix_eq = std::string(name) + "=";
+    bool test_sets = std::any_of(env.begin(), env.end(), [&](const std::string& e) { return e.starts_with(prefix_eq); });
+    if (const char* value = getenv(name); value != nullptr && !test_sets) env_s.push_back(prefix_eq + value);
   }
   for (auto& e : env_s) envp.push_back(e.data());
   envp.push_back(nullptr);

@@ -356,8 +356,17 @@ class Api {
     if (!slot) return ReplyError(res, 429, NoSlot(options_.max_concurrent_execs));
     std::optional<std::string> pooled = pool_->Take(*spec);
     if (pooled) res.set_header("Smolbox-Pooled", "true");
-    auto request = std::make_shared<RunRequest>(RunRequest{req.body, std::move(*spec), std::move(pooled)});
+    auto request = std::make_shared<RunRequest>();
+    request->body = req.body;
+    request->spec = std::move(*spec);
+    request->pooled = std::move(pooled);
+    // A client gone before the reply began never gets the provider called: its pooled sandbox
+    // is let go here instead.
+    auto release = [this, request](bool) {
+      if (request->pooled && !request->started) pool_->Discard(*request->pooled);
+    };
     res.set_chunked_content_provider("application/json", [this, request, slot, busy](size_t, httplib::DataSink& sink) {
+      request->started = true;
       json reply;
       bool there = RunForClient([&](int cancel_fd) { reply = RunReply(*request, cancel_fd); },
                                 [&sink] { return sink.is_writable(); }, cancel_read_.get());
@@ -366,13 +375,14 @@ class Api {
       sink.write(text.data(), text.size());
       sink.done();
       return true;
-    });
+    }, release);
   }
 
   struct RunRequest {
     std::string body;
     RunSpec spec;
     std::optional<std::string> pooled;  // the warm pool's sandbox it runs in, if one matched
+    std::atomic<bool> started{false};   // the reply's provider ran (and owns the pooled sandbox)
   };
 
   // The run's result as run --json prints it: in its pooled sandbox, or in a fresh one when there

@@ -75,6 +75,7 @@ const std::vector<Protection>& Protections() {
       {"image_setid_strip", "image import: setuid and setgid bits stripped"},
       {"image_special_files", "image import: device nodes, FIFOs and sockets dropped"},
       {"image_limits", "image import: the size and file-count limits"},
+      {"volume_root", "volumes of a --volume-root run: opened beneath the root, through no symlink"},
   };
   return all;
 }
