@@ -94,6 +94,19 @@ TEST_F(BatteryInImage, every_case_passes_on_the_smolbox_namespace_sandbox_in_an_
   ExpectEgressRan(run.report);
 }
 
+// The same battery through smolbox serve's HTTP API: each case one POST /v1/run to a server the
+// run starts, with its volumes beneath the server's volume root; the server is gone after.
+TEST(Battery, every_case_passes_through_the_smolbox_api) {
+  auto run = RunCheck({"run", "--sandbox", "smolbox:api", "-j", "2", "--json"});
+  ASSERT_TRUE(run.report.is_object()) << run.err;
+  EXPECT_EQ(run.exit_code, 0) << Failures(run.report);
+  EXPECT_GE(run.report["summary"]["total"].get<int>(), 72);
+  EXPECT_EQ(run.report["summary"]["pass"], run.report["summary"]["total"]) << Failures(run.report);
+  ExpectEgressRan(run.report);
+  ProgramRun servers = RunProgram({"pgrep", "-f", "serve --listen unix:/tmp/smolvm-check"});
+  EXPECT_EQ(servers.exit_code, 1) << "the battery's server outlived it: " << servers.out;
+}
+
 // One microVM per case, under QEMU's emulation: the same battery, a guest kernel per case.
 TEST(Battery, every_case_passes_on_the_smolbox_vm_sandbox_under_emulation) {
   auto run = RunCheck({"run", "--sandbox", "smolbox:vm-tcg", "-j", "2", "--json"});

@@ -115,7 +115,7 @@ TEST(LoadProfile, parses_every_shipped_profile) {
     EXPECT_FALSE(profile && profile->description.empty()) << entry.path();
     ++count;
   }
-  EXPECT_EQ(count, 9u);
+  EXPECT_EQ(count, 11u);
 }
 
 TEST(LoadProfile, loads_null_with_host_paths_and_every_limit_unsupported) {
@@ -161,7 +161,7 @@ TEST(LoadProfile, rejects_an_unknown_smolbox_backend) {
   auto profile = LoadProfile("smolbox:kvm", kProfiles);
   ASSERT_FALSE(profile);
   EXPECT_EQ(profile.error().ToString(),
-            "sandbox smolbox:kvm: unknown smolbox backend \"kvm\" (ns, auto, vm, vm-tcg, vm-fresh or vm-tcg-fresh)");
+            "sandbox smolbox:kvm: unknown smolbox backend \"kvm\" (ns, auto, vm, vm-tcg, vm-fresh, vm-tcg-fresh, api or api-vm-tcg)");
 }
 
 TEST(LoadProfile, a_fresh_vm_variant_boots_without_the_snapshot) {

@@ -17,8 +17,10 @@
 
 #include "battery/canaries.h"
 #include "battery/case_dir.h"
+#include "battery/profile_server.h"
 #include "json_bounds.h"
 #include "launch/host_files.h"
+#include "launch/http_call.h"
 #include "launch/launcher.h"
 
 namespace smolvm_check {
@@ -112,6 +114,49 @@ std::vector<std::string> StaleSandboxState(const Profile& profile) {
   return stale;
 }
 
+// This program, for an http profile's http-call.
+std::string SelfExe() {
+  std::error_code ec;
+  auto path = fs::read_symlink("/proc/self/exe", ec);
+  return ec ? "/proc/self/exe" : path.string();
+}
+
+// An http profile's battery: its payloads copied beneath the volume root (the work root, which
+// holds every case's directories), then its server started there, in the test internet's
+// uplink when there is one, so that the sandboxes' egress gateway dials from it. What fails is
+// told by every case (server_unavailable).
+std::unique_ptr<ProfileServer> StartHttpProfile(const Profile& profile, const std::string& payload_dir, RunOptions& options) {
+  options.http = HttpRunValues{options.work_root + "/api.sock", options.work_root, ""};
+  options.payload_source = options.work_root + "/payloads";
+  std::error_code ec;
+  fs::copy(payload_dir, options.payload_source, fs::copy_options::recursive, ec);
+  if (ec) {
+    options.server_unavailable = fmt::format("cannot copy the payloads to {}: {}", options.payload_source, ec.message());
+    return nullptr;
+  }
+  auto words = RenderHttpServer(profile, *options.http);
+  auto endpoint = RenderHttpEndpoint(profile, *options.http);
+  if (!words || !endpoint) {
+    options.server_unavailable = (!words ? words.error() : endpoint.error()).ToString();
+    return nullptr;
+  }
+  if (words->empty()) return nullptr;  // a server that is running already
+  Launch launch;
+  launch.env = {"PATH=/usr/local/bin:/usr/bin:/bin", "LANG=C.UTF-8", "HOME=" + options.work_root};
+  launch.env.insert(launch.env.end(), options.sandbox_env.begin(), options.sandbox_env.end());
+  launch.cwd = options.work_root;
+  if (options.internet) {
+    launch.netns_path = options.internet->uplink_netns_path();
+    launch.resolv_conf = options.internet->resolv_conf_path();
+  }
+  auto server = ProfileServer::Start(*words, *endpoint, launch);
+  if (!server) {
+    options.server_unavailable = server.error().ToString();
+    return nullptr;
+  }
+  return std::move(*server);
+}
+
 std::string StatusFromExit(const Observation& o) {
   if (o.killed_by_net) return "killed_by_safety_net";
   if (o.signal != 0) return "signaled";
@@ -195,10 +240,12 @@ struct Watched {
   }
 };
 
-Placement Place(const Case& c, const CaseDir& dir, const CanarySet& canaries, const std::string& payload_dir) {
+Placement Place(const Case& c, const CaseDir& dir, const CanarySet& canaries, const std::string& payload_dir,
+                const RunOptions& options) {
   Placement p;
   for (const auto& m : c.mounts) p.mount_sources[m.name] = dir.MountDir(m.name);
   p.payload_dir = payload_dir;
+  p.payload_source = options.payload_source;
   p.workdir_host = dir.Workdir();
   p.hints = canaries.hints();
   p.marker = RandomMarker();
@@ -259,8 +306,21 @@ Evidence Observe(const Case& c, const Profile& profile, const std::string& paylo
     report.reason = *missing;
     return e;
   }
-  Placement placement = Place(c, dir, **canaries, payload_dir);
-  auto argv = RenderCommand(profile, c, placement);
+  Placement placement = Place(c, dir, **canaries, payload_dir, options);
+  // An http profile's case is its calls, which http-call makes in the net as a command would run.
+  std::optional<std::string> plan;
+  if (profile.http) {
+    HttpRunValues values = *options.http;
+    values.sandbox_name = placement.marker.substr(placement.marker.rfind('-') + 1);
+    auto rendered = RenderHttpPlan(profile, c, placement, values);
+    if (!rendered) {
+      e.setup_error = rendered.error().ToString();
+      return e;
+    }
+    plan = rendered->dump();
+  }
+  auto argv = profile.http ? Expected<std::vector<std::string>>(std::vector<std::string>{SelfExe(), "http-call"})
+                           : RenderCommand(profile, c, placement);
   if (!argv) {
     e.setup_error = argv.error().ToString();
     return e;
@@ -276,7 +336,9 @@ Evidence Observe(const Case& c, const Profile& profile, const std::string& paylo
     e.setup_error = "safety net: " + net.error().ToString();
     return e;
   }
-  Observation o = net->Launch(MakeLaunch(c, profile, *argv, dir, **canaries, options));
+  Launch launch = MakeLaunch(c, profile, *argv, dir, **canaries, options);
+  if (plan) launch.stdin_data = std::move(*plan);
+  Observation o = net->Launch(launch);
   ReadResult(profile, o, e);
   std::this_thread::sleep_for(std::chrono::milliseconds(kSettleMs));
   e.leftovers = Leftovers(profile, placement.marker, dir, *net);
@@ -315,6 +377,14 @@ CaseReport RunCase(const Profile& profile, const Case& c, const std::string& pay
   if (auto why = CannotExpressEgress(profile, c)) {
     report.verdict = Verdict::kSkip;
     report.reason = *why;
+    return report;
+  }
+  if (profile.http && !options.http) {
+    report.reason = "an http profile's cases run in a battery (smolvm-check run), which sets up its server";
+    return report;
+  }
+  if (profile.http && !options.server_unavailable.empty()) {
+    report.reason = "the profile's server: " + options.server_unavailable;
     return report;
   }
   if (c.egress && !options.internet) {
@@ -356,6 +426,8 @@ std::vector<CaseReport> RunBattery(const Profile& profile, const std::vector<Cas
       options.internet_unavailable = made.error().ToString();
     }
   }
+  std::unique_ptr<ProfileServer> server;
+  if (profile.http && !profile.syntax_only) server = StartHttpProfile(profile, payload_dir, options);
   // A sandbox that boots a kernel and keeps a boot snapshot boots and saves one on the first
   // run of a configuration: with -j N the first N cases would pay for that all at once, on top
   // of cold caches, which no wall-time bound is meant to cover. One untimed run of the first

@@ -11,12 +11,14 @@
 #pragma once
 
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "battery/catalog.h"
 #include "battery/report.h"
 #include "battery/test_internet.h"
+#include "launch/http_profile.h"
 #include "launch/profile.h"
 
 namespace smolvm_check {
@@ -32,6 +34,11 @@ struct RunOptions {
   bool keep_stdout = false;  // CaseReport::stdout_data, for the bench's measures
   // "K=V" for the sandbox's own environment, beside the runner's: mutate's SMOLBOX_DISABLE.
   std::vector<std::string> sandbox_env;
+  // An http profile's: its socket and volume root, and the copy of the payloads beneath that
+  // root, which RunBattery makes; a server that could not start errs every case.
+  std::optional<HttpRunValues> http;
+  std::string payload_source;
+  std::string server_unavailable;
 };
 
 struct Progress {

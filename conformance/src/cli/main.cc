@@ -1,6 +1,6 @@
 // smolvm-check: verifies what a sandbox really holds.
 //
-//   smolvm-check run | host | remote github | bench | mutate
+//   smolvm-check run | host | remote github | bench | mutate  (and http-call, the runner's)
 //     (cli/run_command.h, cli/host_command.h, remote/remote_command.h, bench/bench_command.h,
 //      cli/mutate_command.h)
 #include <CLI/CLI.hpp>
@@ -12,6 +12,7 @@
 #include "cli/host_command.h"
 #include "cli/mutate_command.h"
 #include "cli/run_command.h"
+#include "launch/http_call.h"
 #include "remote/remote_command.h"
 
 int main(int argc, char** argv) {
@@ -24,6 +25,7 @@ int main(int argc, char** argv) {
   smolvm_check::AddRemoteCommand(app, exit_code);
   smolvm_check::AddBenchCommand(app, exit_code);
   smolvm_check::AddMutateCommand(app, exit_code);
+  smolvm_check::AddHttpCallCommand(app, exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::Success& e) {

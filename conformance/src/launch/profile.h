@@ -50,12 +50,17 @@
 // "egress.allow_cidr" and "egress.deny_cidr", {bytes} only in "egress.net_limit". A limit
 // placeholder takes the case's value or the RunSpec default. Every limit must be mapped (in
 // "limits", "limit_args" or by a placeholder in "command") or listed in "unsupported".
+//
+// A profile of "kind": "http" (launch/http_profile.h) describes a sandbox reached through its
+// HTTP API instead: each case becomes the calls of "calls", made by `smolvm-check http-call`.
 #pragma once
 
 #include <map>
 #include <optional>
 #include <string>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "battery/catalog.h"
 
@@ -68,6 +73,25 @@ struct EgressTemplates {
   std::vector<std::string> allow_cidr;  // with {cidr}
   std::vector<std::string> deny_cidr;   // with {cidr}; empty: cannot be expressed
   std::vector<std::string> net_limit;   // with {bytes}; empty: cannot be expressed
+};
+
+// One request of an http profile's case (launch/http_profile.h).
+struct HttpCall {
+  std::string method;  // GET, POST, PUT or DELETE
+  std::string path;    // with scalar placeholders
+  std::optional<nlohmann::json> body;  // a JSON template
+  bool result = false;  // its reply is the case's result (exactly one call)
+  bool always = false;  // made even after an earlier call failed (a teardown)
+};
+
+// What an http profile has instead of a command.
+struct HttpTemplates {
+  std::string endpoint;             // unix:PATH or http://HOST:PORT
+  std::vector<std::string> server;  // the server started for the battery; empty: one is running
+  std::vector<HttpCall> calls;
+  nlohmann::json mount_ro, mount_rw;  // one element of {mounts}, with {source} and {target}
+  std::map<std::string, std::string> result_fields;  // "exit_code" result: exit_code, stdout,
+                                                     // stderr -> a JSON pointer into the reply
 };
 
 struct Profile {
@@ -99,6 +123,7 @@ struct Profile {
   // variant's --no-snapshot is in command).
   bool fresh_boot = false;
   std::optional<EgressTemplates> egress;  // none: the profile runs no egress case
+  std::optional<HttpTemplates> http;      // "kind": "http"; command and its templates unused
 };
 
 // "null", "smolbox:ns", "smolbox:auto", "smolbox:vm", "smolbox:vm-tcg", their "-fresh" vm
@@ -112,6 +137,7 @@ Expected<Profile> ParseProfile(const std::string& json_text, const std::string& 
 struct Placement {
   std::map<std::string, std::string> mount_sources;  // mount name -> host directory
   std::string payload_dir;                            // host directory holding the payloads
+  std::string payload_source;  // a copy of it that the sandbox mounts instead; empty: none
   std::string workdir_host;                           // for host_paths profiles
   std::map<std::string, std::string> hints;           // canary hints for {name} in args
   std::string marker;                                 // appended as the last argv word
@@ -126,6 +152,9 @@ struct Placement {
 // /tmp does, shows it through its "mount" words; null and runsc have none).
 Expected<std::vector<std::string>> RenderCommand(const Profile& profile, const Case& c,
                                                  const Placement& placement);
+// The case's command in the sandbox: the interpreter, the payload, the args with their
+// placeholders expanded, then the marker ({argv...}).
+Expected<std::vector<std::string>> CaseArgv(const Profile& profile, const Case& c, const Placement& placement);
 // Whether the profile can run the case's workload as the user the case asks for.
 bool RunsAsCaseUser(const Profile& profile, const Case& c);
 // Why the profile cannot give the case its egress policy; nullopt when it can, or the case has

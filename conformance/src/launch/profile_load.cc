@@ -22,12 +22,15 @@ namespace {
 // backend and accelerator smolbox runs it with ({backend} and {accel} in profiles/smolbox.json),
 // and the flags the variant adds to `smolbox run` (at {variant...}). smolbox:vm-tcg is the vm
 // backend on QEMU's emulation, for hosts without KVM; a "-fresh" variant boots every guest from
-// scratch, without the boot snapshot.
+// scratch, without the boot snapshot. smolbox:api and smolbox:api-vm-tcg reach the runtime
+// through its HTTP API instead of its command line: each case is a POST /v1/run to a smolbox
+// serve the battery starts (profiles/smolbox-api.json).
 struct SmolboxVariant {
   std::string name;
   std::string backend;
   std::string accel;
   std::vector<std::string> flags;
+  bool api = false;  // through smolbox serve's HTTP API (profiles/smolbox-api.json)
 };
 
 // clang-format off
@@ -39,6 +42,8 @@ const std::vector<SmolboxVariant> kSmolboxVariants = {
     {"vm-tcg",       "vm",    "tcg",  {}},
     {"vm-fresh",     "vm",    "auto", {"--no-snapshot"}},
     {"vm-tcg-fresh", "vm",    "tcg",  {"--no-snapshot"}},
+    {"api",          "auto",  "auto", {},                true},
+    {"api-vm-tcg",   "vm",    "tcg",  {},                true},
 };
 // clang-format on
 
@@ -121,7 +126,8 @@ Expected<Profile> LoadSmolbox(const std::string& sandbox, const std::string& dir
   ProfileSettings settings{
       {{"backend", variant->backend}, {"accel", variant->accel}, {"smolbox", SmolboxBinary()}, {"image", image}},
       variant->flags, overrides};
-  SMOLBOX_ASSIGN_OR_RETURN(Profile profile, LoadProfileFile(dir + "/smolbox.json", sandbox, settings));
+  const char* file = variant->api ? "/smolbox-api.json" : "/smolbox.json";
+  SMOLBOX_ASSIGN_OR_RETURN(Profile profile, LoadProfileFile(dir + file, sandbox, settings));
   profile.name = sandbox;
   profile.fresh_boot = Contains(variant->flags, "--no-snapshot");
   if (variant->accel == "tcg") profile.startup_allowance_ms = kTcgBootAllowanceMs;

@@ -12,6 +12,7 @@
 
 #include "battery/json_check.h"
 #include "battery/placeholders.h"
+#include "launch/http_profile.h"
 
 namespace smolvm_check {
 namespace {
@@ -164,7 +165,8 @@ Expected<void> ParseVariables(const json& v, Profile& p) {
   SMOLBOX_ASSIGN_OR_RETURN(auto vars, GetStringMap(v, "variables"));
   for (const auto& [name, value] : vars) {
     bool reserved = Contains(ScalarNames(Profile{}), name) || Contains(kMultiWordPlaceholders, name) ||
-                    Contains({"source", "target", "key", "value", kProfileDirVariable}, name);
+                    Contains({"source", "target", "key", "value", kProfileDirVariable}, name) ||
+                    IsHttpPlaceholder(name);
     if (reserved || FindPlaceholders("{" + name + "}").size() != 1) {
       return Fail("variables", fmt::format("{:?} cannot be a variable name", name));
     }
@@ -173,7 +175,30 @@ Expected<void> ParseVariables(const json& v, Profile& p) {
   return {};
 }
 
+// An http profile (launch/http_profile.h): the common fields, then its own.
+Expected<void> ParseHttpProfileFields(const json& v, Profile& p) {
+  SMOLBOX_TRY(ParseWords(v, p));
+  SMOLBOX_TRY(ParseEnums(v, p));
+  if (p.host_paths) return Fail("paths", "an http profile's sandbox has paths of its own");
+  if (v.contains("interpreters")) {
+    SMOLBOX_TRY(ParseInterpreters(v["interpreters"], p));
+  }
+  if (v.contains("variables")) {
+    SMOLBOX_TRY(ParseVariables(v["variables"], p));
+  }
+  return ParseHttpFields(v, p);
+}
+
 Expected<void> ParseFields(const json& v, Profile& p) {
+  if (v.contains("kind")) {
+    SMOLBOX_ASSIGN_OR_RETURN(auto kind, GetString(v["kind"], "kind"));
+    if (kind == "http") return ParseHttpProfileFields(v, p);
+    if (kind != "command") return Fail("kind", fmt::format("must be command or http (got {:?})", kind));
+  }
+  for (const char* field : {"endpoint", "server", "calls", "result_fields"}) {
+    if (v.contains(field)) return Fail(field, "belongs to an http profile (\"kind\": \"http\")");
+  }
+  if (!v.contains("command")) return Fail("command", "is required");
   SMOLBOX_TRY(ParseWords(v, p));
   SMOLBOX_TRY(ParseEnums(v, p));
   if (v.contains("mount")) {
@@ -393,11 +418,12 @@ Expected<void> ReadProfile(const json& doc, const std::string& origin, const Pro
                           {"name", "description", "binary", "install", "version_command", "command",
                            "mount", "env", "stdin", "limits", "limit_args", "unsupported", "paths",
                            "result", "syntax_only", "interpreters", "variables", "startup_allowance_ms",
-                           "user", "egress", "setup", "teardown"});
+                           "user", "egress", "setup", "teardown", "kind", "endpoint", "server", "calls",
+                           "result_fields"});
       !ok) {
     return ok;
   }
-  for (const char* field : {"name", "command", "result"}) {
+  for (const char* field : {"name", "result"}) {
     if (!doc.contains(field)) return Fail(field, "is required");
   }
   auto name = GetString(doc["name"], "name");
@@ -423,6 +449,11 @@ Expected<void> ReadProfile(const json& doc, const std::string& origin, const Pro
 }
 
 Expected<void> ValidateProfile(Profile& p) {
+  if (p.http) {
+    SMOLBOX_TRY(ValidateHttpProfile(p));
+    FillInterpreters(p);
+    return {};
+  }
   for (auto check : {CheckTemplates, CheckExpansions, CheckLimitCoverage}) {
     SMOLBOX_TRY(check(p));
   }

@@ -239,6 +239,10 @@ Expected<std::vector<std::string>> RenderCommand(const Profile& profile, const C
   return out;
 }
 
+Expected<std::vector<std::string>> CaseArgv(const Profile& profile, const Case& c, const Placement& placement) {
+  return ArgvWords(profile, c, placement);
+}
+
 bool RunsAsCaseUser(const Profile& profile, const Case& c) {
   return c.user == "sandbox" || profile.user_args.contains(c.user);
 }
