@@ -127,11 +127,19 @@ TEST(ApiPool, a_client_that_goes_away_cancels_its_pooled_run) {
   client.reset();
   EXPECT_TRUE(WaitUntil([&] { return CountProcessesWith(token) == 0; }, std::chrono::seconds(30)))
       << "the workload outlived its client";
-  // It was the pooled sandbox's run, which went with it, and the pool made another.
-  auto metrics = server.Client()->Get("/metrics");
-  ASSERT_TRUE(metrics);
-  EXPECT_NE(metrics->body.find("smolbox_pooled_runs_total 1\n"), std::string::npos) << metrics->body;
-  EXPECT_TRUE(WaitForPool(*server.Client(), 1)) << "the pool did not refill";
+  // It was the pooled sandbox's run (counted once the cancelled exec has returned, a moment
+  // after its workload is gone), which went with it, and the pool made another.
+  auto other = server.Client();
+  std::string metrics;
+  bool counted = WaitUntil(
+      [&] {
+        auto reply = other->Get("/metrics");
+        metrics = reply ? reply->body : "";
+        return metrics.find("smolbox_pooled_runs_total 1\n") != std::string::npos;
+      },
+      std::chrono::seconds(30));
+  EXPECT_TRUE(counted) << metrics;
+  EXPECT_TRUE(WaitForPool(*other, 1)) << "the pool did not refill";
 }
 
 TEST(ApiPool, a_run_that_differs_from_the_pool_in_anything_but_its_command_starts_its_own_sandbox) {
