@@ -435,7 +435,7 @@ int ServeMcp(const McpOptions& options) {
     return 125;
   }
   UniqueFd lifeline_read(lifeline[0]), lifeline_write(lifeline[1]);
-  Session session(options, Launcher{options.smolbox_exe, lifeline_read.get(), -1});
+  Session session(options, Launcher{options.smolbox_exe, lifeline_read.get(), -1, ""});
   LineReader reader;
   bool too_long = false;
   while (auto line = reader.Next(too_long)) {
