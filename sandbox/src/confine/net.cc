@@ -1,6 +1,7 @@
 #include "net.h"
 
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <net/if.h>
 #include <netinet/in.h>
 #include <sys/ioctl.h>
@@ -58,6 +59,17 @@ Expected<void> BringUpLoopback() {
   int err = errno;
   close(fd);
   if (rc != 0) return std::unexpected(Error::Sys("ioctl SIOCSIFFLAGS lo up", err));
+  return {};
+}
+
+Expected<void> UseUnpacedCongestionControl() {
+  // /proc/sys/net shows the namespace of whoever opens it; the setup root owns this one.
+  static constexpr char kPath[] = "/proc/sys/net/ipv4/tcp_congestion_control";
+  static constexpr char kReno[] = "reno\n";
+  UniqueFd fd(open(kPath, O_WRONLY | O_CLOEXEC | O_NOFOLLOW));
+  if (!fd.valid()) return std::unexpected(Error::Sys(std::string("open ") + kPath));
+  if (write(fd.get(), kReno, sizeof kReno - 1) != static_cast<ssize_t>(sizeof kReno - 1))
+    return std::unexpected(Error::Sys(std::string("write reno to ") + kPath));
   return {};
 }
 

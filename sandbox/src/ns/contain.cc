@@ -96,15 +96,22 @@ Expected<void> SetHostname() {
 }
 
 // The gateway's listeners, made here so that they are the sandbox's own sockets, and the
-// redirect to them; the runtime serves them (net/gateway.h).
+// redirect to them; the runtime serves them (net/gateway.h). A congestion control that could not
+// be set goes with them as a warning: it costs speed, not safety.
 Expected<void> PlumbEgress(const ContainPlan& plan) {
   if (!plan.egress) return {};
   SMOLBOX_ASSIGN_OR_RETURN(auto sockets, confine::MakeEgressSockets());
   SMOLBOX_TRY(redirect::AddDefaultRoutesThroughLoopback(sockets.tcp6.valid()));
   SMOLBOX_TRY(redirect::InstallEgressRedirect(sockets.tcp4_port, sockets.tcp6_port));
+  nlohmann::json warnings = nlohmann::json::array();
+  if (auto unpaced = confine::UseUnpacedCongestionControl(); !unpaced) {
+    warnings.push_back("egress: TCP through the gateway keeps the host's congestion control, "
+                       "which may be slower: " + unpaced.error().ToString());
+  }
   std::vector<int> fds = {sockets.tcp4.get(), sockets.dns.get()};
   if (sockets.tcp6.valid()) fds.push_back(sockets.tcp6.get());
-  return shared::SendWithFds(plan.channel_fd, channel::Message{{{"type", "egress"}}, ""}, fds);
+  channel::Message message{{{"type", "egress"}, {"warnings", warnings}}, ""};
+  return shared::SendWithFds(plan.channel_fd, message, fds);
 }
 
 Expected<void> ExecAgent(const ContainPlan& plan) {

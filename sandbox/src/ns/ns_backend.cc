@@ -167,6 +167,13 @@ Expected<void> StartGateway(const SandboxSpec& spec, Sandbox& box, std::vector<U
   return {};
 }
 
+// A setup message's warnings, into the result.
+void TakeWarnings(const channel::Message& message, RunResult& result) {
+  for (const auto& text : message.header.value("warnings", nlohmann::json::array())) {
+    if (text.is_string()) result.Warn(text.get<std::string>());
+  }
+}
+
 Expected<void> AwaitReady(const SandboxSpec& spec, Sandbox& box, RunResult& result) {
   auto message = AwaitSetup(box);
   SMOLBOX_TRY(message);
@@ -180,13 +187,12 @@ Expected<void> AwaitReady(const SandboxSpec& spec, Sandbox& box, RunResult& resu
     SMOLBOX_TRY(message);
   }
   if (message->first.Type() == "warnings") {
-    for (const auto& text : message->first.header.value("warnings", nlohmann::json::array())) {
-      if (text.is_string()) result.Warn(text.get<std::string>());
-    }
+    TakeWarnings(message->first, result);
     message = AwaitSetup(box);
     SMOLBOX_TRY(message);
   }
   if (message->first.Type() == "egress") {
+    TakeWarnings(message->first, result);
     SMOLBOX_TRY(StartGateway(spec, box, std::move(message->second)));
     message = AwaitSetup(box);
     SMOLBOX_TRY(message);
