@@ -289,7 +289,8 @@ INSTANTIATE_TEST_SUITE_P(Backends, Egress, ::testing::Values("ns", "vm_tcg"),
 
 // The ns sandbox's connections all run over its loopback, to the gateway's listener: there, a
 // pacing congestion control such as BBR, this host's default, cost a quarter of a download's
-// throughput. Both ends use Reno, and setting it leaves no warning.
+// throughput. The workload's end uses Reno, and so does the namespace's default, which the
+// gateway's end takes when it is accepted; setting it leaves no warning.
 class EgressNs : public TestInternetTest {};
 
 TEST_F(EgressNs, connections_through_the_gateway_use_reno_whatever_the_host_default) {
