@@ -44,6 +44,16 @@ std::string Failures(const nlohmann::json& report) {
   return text;
 }
 
+// A whole battery's run: a report, exit 0, every one of its cases passed, and the egress
+// cases among them.
+void ExpectEveryCasePassed(const Invocation& run) {
+  ASSERT_TRUE(run.report.is_object()) << run.err;
+  EXPECT_EQ(run.exit_code, 0) << Failures(run.report);
+  EXPECT_GE(run.report["summary"]["total"].get<int>(), 72);
+  EXPECT_EQ(run.report["summary"]["pass"], run.report["summary"]["total"]) << Failures(run.report);
+  ExpectEgressRan(run.report);
+}
+
 TEST(Battery, every_case_passes_on_the_smolbox_namespace_sandbox) {
   TempDir scratch("smolvm-check-report-ns");
   std::string dir = scratch.path() + "/reports";
@@ -87,22 +97,14 @@ class BatteryInImage : public ::testing::Test {
 
 TEST_F(BatteryInImage, every_case_passes_on_the_smolbox_namespace_sandbox_in_an_imported_image) {
   auto run = RunCheck({"run", "--sandbox", "smolbox:ns@" + image(), "-j", "2", "--json"});
-  ASSERT_TRUE(run.report.is_object()) << run.err;
-  EXPECT_EQ(run.exit_code, 0) << Failures(run.report);
-  EXPECT_GE(run.report["summary"]["total"].get<int>(), 72);
-  EXPECT_EQ(run.report["summary"]["pass"], run.report["summary"]["total"]) << Failures(run.report);
-  ExpectEgressRan(run.report);
+  ExpectEveryCasePassed(run);
 }
 
 // The same battery through smolbox serve's HTTP API: each case one POST /v1/run to a server the
 // run starts, with its volumes beneath the server's volume root; the server is gone after.
 TEST(Battery, every_case_passes_through_the_smolbox_api) {
   auto run = RunCheck({"run", "--sandbox", "smolbox:api", "-j", "2", "--json"});
-  ASSERT_TRUE(run.report.is_object()) << run.err;
-  EXPECT_EQ(run.exit_code, 0) << Failures(run.report);
-  EXPECT_GE(run.report["summary"]["total"].get<int>(), 72);
-  EXPECT_EQ(run.report["summary"]["pass"], run.report["summary"]["total"]) << Failures(run.report);
-  ExpectEgressRan(run.report);
+  ExpectEveryCasePassed(run);
   ProgramRun servers = RunProgram({"pgrep", "-f", "serve --listen unix:/tmp/smolvm-check"});
   EXPECT_EQ(servers.exit_code, 1) << "the battery's server outlived it: " << servers.out;
 }
@@ -110,11 +112,7 @@ TEST(Battery, every_case_passes_through_the_smolbox_api) {
 // One microVM per case, under QEMU's emulation: the same battery, a guest kernel per case.
 TEST(Battery, every_case_passes_on_the_smolbox_vm_sandbox_under_emulation) {
   auto run = RunCheck({"run", "--sandbox", "smolbox:vm-tcg", "-j", "2", "--json"});
-  ASSERT_TRUE(run.report.is_object()) << run.err;
-  EXPECT_EQ(run.exit_code, 0) << Failures(run.report);
-  EXPECT_GE(run.report["summary"]["total"].get<int>(), 72);
-  EXPECT_EQ(run.report["summary"]["pass"], run.report["summary"]["total"]) << Failures(run.report);
-  ExpectEgressRan(run.report);
+  ExpectEveryCasePassed(run);
 }
 
 TEST(Battery, every_adversarial_case_fails_and_every_functional_case_passes_without_isolation) {

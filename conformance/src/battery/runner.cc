@@ -22,6 +22,7 @@
 #include "launch/host_files.h"
 #include "launch/http_call.h"
 #include "launch/launcher.h"
+#include "launch/smolbox_install.h"
 
 namespace smolvm_check {
 namespace {
@@ -116,9 +117,8 @@ std::vector<std::string> StaleSandboxState(const Profile& profile) {
 
 // This program, for an http profile's http-call.
 std::string SelfExe() {
-  std::error_code ec;
-  auto path = fs::read_symlink("/proc/self/exe", ec);
-  return ec ? "/proc/self/exe" : path.string();
+  std::string self = ThisExecutable();
+  return self.empty() ? "/proc/self/exe" : self;
 }
 
 // An http profile's battery: its payloads copied beneath the volume root (the work root, which

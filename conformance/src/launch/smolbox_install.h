@@ -12,6 +12,9 @@
 
 namespace smolvm_check {
 
+// The running executable's path, or "" when it cannot be known.
+std::string ThisExecutable();
+
 // $SMOLBOX when set; else the smolbox next to the running executable, or "smolbox" (on PATH)
 // when that cannot be known.
 std::string SmolboxBinary();
