@@ -34,6 +34,10 @@ CLI::App* AddServeCommand(CLI::App& app, ServeFlags& f) {
   serve->add_option("--max-body", f.max_body, "the largest request body (default 64M)")->type_name("SIZE");
   serve->add_option("--max-concurrent-execs", f.max_concurrent_execs, "runs and execs at once (default 16)")
       ->type_name("N");
+  serve->add_option("--max-queued", f.max_queued,
+                    "runs and execs over --max-concurrent-execs that wait their turn, in order, each at most "
+                    "its own timeout; past them a request gets 429 with Retry-After (default 512)")
+      ->type_name("N");
   serve->add_option("--pool", f.pools,
                     "BACKEND[:IMAGE]=N: keep N sandboxes ready (BACKEND ns, vm, vm-kvm or vm-tcg) for one-shot runs "
                     "that name that backend and image and otherwise use the defaults; repeatable")
@@ -65,6 +69,7 @@ int RunServeCommand(const ServeFlags& f, const std::string& exe) {
   options.tls_key = f.tls_key;
   options.max_sandboxes = f.max_sandboxes;
   options.max_concurrent_execs = f.max_concurrent_execs;
+  options.max_queued = f.max_queued;
   auto body = ParseBytes(f.max_body);
   if (!body) return Refuse(Error::Field("--max-body", body.error().what));
   options.max_body = static_cast<size_t>(*body);

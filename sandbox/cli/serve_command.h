@@ -15,6 +15,7 @@ struct ServeFlags {
   int max_sandboxes = 32;
   std::string max_body = "64M";
   int max_concurrent_execs = 16;
+  int max_queued = 512;
   std::string drain_timeout = "30s";
   std::vector<std::string> pools;
   std::string volume_root;

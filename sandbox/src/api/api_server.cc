@@ -21,6 +21,7 @@
 #include <nlohmann/json.hpp>
 
 #include "api_requests.h"
+#include "exec_queue.h"
 #include "exec_request.h"
 #include "client.h"
 #include "client_watch.h"
@@ -46,6 +47,10 @@ constexpr size_t kMaxTokenFileBytes = 4096;
 // Threads beyond the exec slots, so that health, metrics, lists and removes are served while
 // every slot runs a workload.
 constexpr int kSpareThreads = 8;
+// How long a file transfer waits in the queue for a slot at most.
+constexpr int64_t kFileTransferTimeoutMs = 30000;
+// Each request that runs or waits holds a thread: both bounds are held to this.
+constexpr int kMaxServeThreads = 4096;
 // After the drain deadline, cancelled requests get this long to finish.
 constexpr auto kCancelGrace = std::chrono::seconds(15);
 
@@ -134,7 +139,8 @@ class Api {
  public:
   Api(const ServeOptions& options, std::string token, UniqueFd lifeline_read, UniqueFd lifeline_write)
       : options_(options), token_(std::move(token)), lifeline_read_(std::move(lifeline_read)),
-        lifeline_write_(std::move(lifeline_write)) {}
+        lifeline_write_(std::move(lifeline_write)),
+        queue_(options.max_concurrent_execs, options.max_queued) {}
 
   Expected<void> Start() {
     int fds[2];
@@ -155,6 +161,7 @@ class Api {
   // rest, then remove every sandbox this server made.
   void Drain() {
     draining_ = true;
+    queue_.Close();  // what waits for a slot is refused now, as a new request is
     auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(options_.drain_timeout_ms);
     while (in_flight_ > 0 && std::chrono::steady_clock::now() < deadline) {
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
@@ -198,18 +205,30 @@ class Api {
     return std::shared_ptr<void>(nullptr, [this](void*) { --in_flight_; });
   }
 
-  // One of --max-concurrent-execs, or null when all are taken.
-  std::shared_ptr<void> TakeExecSlot() {
-    if (++running_ > options_.max_concurrent_execs) {
-      --running_;
-      return nullptr;
+  // One of --max-concurrent-execs, taken at once or after a wait in the queue of at most
+  // timeout_ms, the request's own timeout; null, with the reply made, when none came.
+  std::shared_ptr<void> TakeExecSlot(int64_t timeout_ms, httplib::Response& res) {
+    auto slot = queue_.Take(std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms));
+    if (slot) return *slot;
+    switch (slot.error()) {
+      case ExecQueue::Refusal::kClosed:
+        ReplyError(res, 503, Error::Field("server", "is shutting down"));
+        break;
+      case ExecQueue::Refusal::kFull:
+        // A guess the client may improve on: the queue moves by about a run a second per slot.
+        res.set_header("Retry-After", "1");
+        ReplyError(res, 429, Error::Field("max_queued", fmt::format("the server runs {} runs and execs at once, and {} "
+                                                                    "more wait their turn already; try again",
+                                                                    options_.max_concurrent_execs, options_.max_queued)));
+        break;
+      case ExecQueue::Refusal::kTimedOut:
+        res.set_header("Retry-After", "1");
+        ReplyError(res, 429, Error::Field("max_concurrent_execs",
+                                          fmt::format("no slot of the {} came free within the request's timeout of {} ms",
+                                                      options_.max_concurrent_execs, timeout_ms)));
+        break;
     }
-    return std::shared_ptr<void>(reinterpret_cast<void*>(1), [this](void*) { --running_; });
-  }
-
-  static Error NoSlot(int max) {
-    return Error::Field("max_concurrent_execs",
-                        fmt::format("the server runs {} runs and execs at once already; try again", max));
+    return nullptr;
   }
 
   Expected<void> Bind(const ListenAddress& address) {
@@ -233,7 +252,8 @@ class Api {
       setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
       *socket_fd = sock;
     });
-    int threads = options_.max_concurrent_execs + kSpareThreads;
+    // A thread for each request that runs, each that waits in the queue, and the rest.
+    int threads = options_.max_concurrent_execs + options_.max_queued + kSpareThreads;
     server->new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
     server->set_payload_max_length(options_.max_body);
     Routes(*server, tcp);
@@ -313,12 +333,14 @@ class Api {
 
     server.Get("/v1/health", [this](const httplib::Request&, httplib::Response& res) {
       std::lock_guard lock(mutex_);
-      ReplyJson(res, 200, {{"status", "ok"}, {"sandboxes", sandboxes_.size()}, {"execs_running", running_.load()}});
+      ExecQueue::Stats queue = queue_.Snapshot();
+      ReplyJson(res, 200, {{"status", "ok"}, {"sandboxes", sandboxes_.size()}, {"execs_running", queue.running},
+                           {"execs_queued", queue.queued}});
     });
     server.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
       std::map<std::string, int> states;
       for (const json& box : ListOurs()) ++states[box["status"].get<std::string>()];
-      res.set_content(metrics_.Render(states, running_.load(), pool_->Sizes()), "text/plain; version=0.0.4");
+      res.set_content(metrics_.Render(states, queue_.Snapshot(), pool_->Sizes()), "text/plain; version=0.0.4");
     });
     server.Post("/v1/run", [this](const httplib::Request& req, httplib::Response& res) { Run(req, res); });
     server.Post("/v1/sandboxes", [this](const httplib::Request& req, httplib::Response& res) { Create(req, res); });
@@ -352,8 +374,8 @@ class Api {
     auto busy = InFlight();
     auto spec = ParseRunRequest(req.body, options_.volume_root);
     if (!spec) return ReplyError(res, 400, spec.error());
-    auto slot = TakeExecSlot();
-    if (!slot) return ReplyError(res, 429, NoSlot(options_.max_concurrent_execs));
+    auto slot = TakeExecSlot(spec->exec.limits.timeout_ms, res);
+    if (!slot) return;
     std::optional<std::string> pooled = pool_->Take(*spec);
     if (pooled) res.set_header("Smolbox-Pooled", "true");
     auto request = std::make_shared<RunRequest>();
@@ -480,16 +502,13 @@ class Api {
 
   // What an exec into a sandbox needs first: the sandbox, a slot, and the sandbox not busy.
   // Null, with the reply made, when one is missing.
-  std::shared_ptr<void> ExecSlotFor(const std::string& id, httplib::Response& res) {
+  std::shared_ptr<void> ExecSlotFor(const std::string& id, int64_t timeout_ms, httplib::Response& res) {
     if (!Known(id)) {
       ReplyError(res, 404, Error::Field("id", fmt::format("no sandbox {:?}", id)));
       return nullptr;
     }
-    auto slot = TakeExecSlot();
-    if (!slot) {
-      ReplyError(res, 429, NoSlot(options_.max_concurrent_execs));
-      return nullptr;
-    }
+    auto slot = TakeExecSlot(timeout_ms, res);
+    if (!slot) return nullptr;
     auto dir = persist::OpenSandboxDir(id);
     auto locked = dir ? persist::IsLocked(dir->get()) : std::unexpected(dir.error());
     if (locked && *locked) {
@@ -504,7 +523,7 @@ class Api {
     if (!Known(id)) return ReplyError(res, 404, Error::Field("id", fmt::format("no sandbox {:?}", id)));
     auto request = ParseExecRequest(req.body);
     if (!request) return ReplyError(res, 400, request.error());
-    auto slot = ExecSlotFor(id, res);
+    auto slot = ExecSlotFor(id, request->order.timeout_ms.value_or(ExecLimits{}.timeout_ms), res);
     if (!slot) return;
     auto shared_request = std::make_shared<ExecRequest>(std::move(*request));
     res.set_chunked_content_provider(
@@ -522,7 +541,7 @@ class Api {
     auto busy = InFlight();
     auto path = SandboxPath(tail);
     if (!path) return ReplyError(res, path.error().status, path.error().error);
-    auto slot = ExecSlotFor(id, res);
+    auto slot = ExecSlotFor(id, kFileTransferTimeoutMs, res);
     if (!slot) return;
     auto written = WriteSandboxFile(id, *path, req.body, cancel_read_.get());
     if (!written) return ReplyError(res, written.error().status, written.error().error);
@@ -533,7 +552,7 @@ class Api {
     auto busy = InFlight();
     auto path = SandboxPath(tail);
     if (!path) return ReplyError(res, path.error().status, path.error().error);
-    auto slot = ExecSlotFor(id, res);
+    auto slot = ExecSlotFor(id, kFileTransferTimeoutMs, res);
     if (!slot) return;
     auto bytes = ReadSandboxFile(id, *path, cancel_read_.get());
     if (!bytes) return ReplyError(res, bytes.error().status, bytes.error().error);
@@ -587,7 +606,7 @@ class Api {
   std::vector<std::thread> threads_;
   std::mutex mutex_;
   std::map<std::string, bool> sandboxes_;  // id -> created (false while its create runs)
-  std::atomic<int> running_{0};
+  ExecQueue queue_;
   std::atomic<int> in_flight_{0};
   std::atomic<bool> draining_{false};
   Metrics metrics_;
@@ -614,6 +633,11 @@ Expected<void> CheckOptions(const ServeOptions& options) {
   if (options.max_sandboxes < 1) return std::unexpected(Error::Field("--max-sandboxes", "must be at least 1"));
   if (options.max_concurrent_execs < 1) {
     return std::unexpected(Error::Field("--max-concurrent-execs", "must be at least 1"));
+  }
+  if (options.max_concurrent_execs > kMaxServeThreads || options.max_queued < 0 || options.max_queued > kMaxServeThreads) {
+    return std::unexpected(Error::Field(options.max_queued < 0 || options.max_queued > kMaxServeThreads ? "--max-queued"
+                                                                                                      : "--max-concurrent-execs",
+                                        fmt::format("must be from {} to {}", options.max_queued < 0 ? 0 : 1, kMaxServeThreads)));
   }
   if (options.max_body < 1024) return std::unexpected(Error::Field("--max-body", "must be at least 1 KiB"));
   if (!options.volume_root.empty()) {

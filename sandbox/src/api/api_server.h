@@ -30,6 +30,7 @@ struct ServeOptions {
   int max_sandboxes = 32;
   size_t max_body = 64 << 20;
   int max_concurrent_execs = 16;  // runs and execs at once
+  int max_queued = 512;  // runs and execs that wait for one of those, in order (exec_queue.h)
   int64_t drain_timeout_ms = 30000;  // on SIGTERM, how long in-flight requests may finish
   std::string smolbox_exe;  // the smolbox binary children run
   std::vector<PoolOption> pools;  // --pool: sandboxes kept ready for one-shot runs

@@ -62,7 +62,7 @@ void Metrics::CountPoolHit() {
   ++pooled_runs_;
 }
 
-std::string Metrics::Render(const std::map<std::string, int>& sandboxes, int running_execs,
+std::string Metrics::Render(const std::map<std::string, int>& sandboxes, const ExecQueue::Stats& execs,
                             const std::vector<PoolSize>& pools) const {
   std::lock_guard lock(mutex_);
   std::string text;
@@ -85,7 +85,18 @@ std::string Metrics::Render(const std::map<std::string, int>& sandboxes, int run
   for (const auto& [state, n] : sandboxes) out(fmt::format("smolbox_sandboxes{{state=\"{}\"}} {}", state, n));
   out("# HELP smolbox_execs_running Runs and execs in progress.");
   out("# TYPE smolbox_execs_running gauge");
-  out(fmt::format("smolbox_execs_running {}", running_execs));
+  out(fmt::format("smolbox_execs_running {}", execs.running));
+  out("# HELP smolbox_execs_queued Runs and execs waiting for a slot (--max-queued).");
+  out("# TYPE smolbox_execs_queued gauge");
+  out(fmt::format("smolbox_execs_queued {}", execs.queued));
+  out("# HELP smolbox_queue_wait_seconds How long runs and execs waited in the queue for a slot.");
+  out("# TYPE smolbox_queue_wait_seconds summary");
+  out(fmt::format("smolbox_queue_wait_seconds_sum {:.6f}", execs.wait_seconds_sum));
+  out(fmt::format("smolbox_queue_wait_seconds_count {}", execs.waits));
+  out("# HELP smolbox_queue_refused_total Runs and execs refused with 429: the queue was full, or their timeout passed in it.");
+  out("# TYPE smolbox_queue_refused_total counter");
+  out(fmt::format("smolbox_queue_refused_total{{reason=\"full\"}} {}", execs.refused_full));
+  out(fmt::format("smolbox_queue_refused_total{{reason=\"timeout\"}} {}", execs.timed_out));
   out("# HELP smolbox_pool_ready Sandboxes ready in each warm pool (--pool).");
   out("# TYPE smolbox_pool_ready gauge");
   for (const PoolSize& pool : pools) out(fmt::format("smolbox_pool_ready{{pool=\"{}\"}} {}", LabelValue(pool.name), pool.ready));

@@ -1,6 +1,7 @@
 // What `GET /metrics` reports, in Prometheus's text format: requests by endpoint and code,
 // results by status, limits hit, in-flight execs, sandboxes by state, warm pools' sizes and
-// runs, and each endpoint's p50 and p99 latency over its last 1024 requests.
+// runs, the queue of runs and execs waiting for a slot, and each endpoint's p50 and p99 latency
+// over its last 1024 requests.
 #pragma once
 
 #include <cstdint>
@@ -11,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "exec_queue.h"
 #include "smolbox/result.h"
 #include "warm_pool.h"
 
@@ -23,7 +25,7 @@ class Metrics {
   void CountResult(const std::string& kind, const RunResult& result);
   void CountPoolHit();
   // sandboxes: how many the server holds in each state ("running", "busy", "dead", ...).
-  std::string Render(const std::map<std::string, int>& sandboxes, int running_execs,
+  std::string Render(const std::map<std::string, int>& sandboxes, const ExecQueue::Stats& execs,
                      const std::vector<PoolSize>& pools) const;
 
  private:

@@ -6,10 +6,12 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <filesystem>
 #include <string>
 #include <thread>
+#include <tuple>
 
 #include "api_server.h"
 #include "ns/fork_bomb.h"
@@ -429,7 +431,15 @@ TEST(Api, a_client_that_goes_away_cancels_its_silent_run) {
   EXPECT_EQ(json::parse(next->body).value("stdout", ""), "42\n");
 }
 
-TEST(Api, the_sandbox_and_exec_caps_refuse_with_429_naming_the_flag) {
+// A metric's value in GET /metrics' text, or -1 when it is not there.
+double Metric(httplib::Client& client, const std::string& name) {
+  auto reply = client.Get("/metrics");
+  if (!reply) return -1;
+  size_t at = reply->body.find("\n" + name + " ");
+  return at == std::string::npos ? -1 : std::stod(reply->body.substr(at + name.size() + 2));
+}
+
+TEST(Api, the_sandbox_cap_refuses_and_a_run_over_the_exec_cap_waits_its_turn_in_the_queue) {
   ApiServer server({"--max-sandboxes", "1", "--max-concurrent-execs", "1"});
   auto client = server.Client();
   std::string id = Create(*client);
@@ -438,17 +448,55 @@ TEST(Api, the_sandbox_and_exec_caps_refuse_with_429_naming_the_flag) {
   EXPECT_EQ(reply["error"]["field"], "max_sandboxes");
   EXPECT_EQ(ApiSandboxesOnHost().size() >= 1, true);
 
-  // One exec holds the only slot; a run meanwhile is refused, not queued.
+  // One exec holds the only slot; a run meanwhile waits in the queue, and runs once it is free.
   std::string token = RandomToken();
+  std::atomic<bool> held_done{false};
   std::thread holder([&] {
     auto other = server.Client();
     Exec(*other, id, {{"argv", {kPython, "-c", "import sys, time; print(sys.argv[1], flush=True); time.sleep(3)", token}}});
+    held_done = true;
   });
   EXPECT_TRUE(WaitUntil([&] { return CountProcessesWith(token) == 1; }, std::chrono::seconds(30)));
-  auto [run_code, run_reply] = Post(*client, "/v1/run", RunSpec("print(1)").dump());
-  EXPECT_EQ(run_code, 429);
-  EXPECT_EQ(run_reply["error"]["field"], "max_concurrent_execs");
+  std::pair<int, json> run;
+  std::thread waiter([&] {
+    auto other = server.Client();
+    run = Post(*other, "/v1/run", RunSpec("print('after the queue')").dump());
+  });
+  EXPECT_TRUE(WaitUntil([&] { return Metric(*client, "smolbox_execs_queued") == 1; }, std::chrono::seconds(10)))
+      << client->Get("/metrics")->body;
+  waiter.join();
   holder.join();
+  EXPECT_TRUE(held_done);
+  EXPECT_EQ(run.first, 200) << run.second.dump();
+  EXPECT_EQ(run.second.value("stdout", ""), "after the queue\n");
+  EXPECT_EQ(Metric(*client, "smolbox_execs_queued"), 0);
+  EXPECT_EQ(Metric(*client, "smolbox_queue_wait_seconds_count"), 1);
+  EXPECT_GT(Metric(*client, "smolbox_queue_wait_seconds_sum"), 0.5) << "it waited for the 3 s exec";
+}
+
+// Past the queue's bound a request is refused at once, and a queued one whose own timeout
+// passes first is refused then: both 429 with Retry-After, naming what filled up.
+TEST(Api, past_the_queues_bound_or_its_own_timeout_a_request_gets_429_with_retry_after) {
+  for (const auto& [queued, timeout_ms, field] : {std::tuple{"0", 30000, "max_queued"},
+                                                   std::tuple{"4", 500, "max_concurrent_execs"}}) {
+    ApiServer server({"--max-concurrent-execs", "1", "--max-queued", queued});
+    auto client = server.Client();
+    std::thread holder([&] {
+      auto other = server.Client();
+      Post(*other, "/v1/run", RunSpec("import time; time.sleep(3)").dump());
+    });
+    EXPECT_TRUE(WaitUntil([&] { return Metric(*client, "smolbox_execs_running") == 1; }, std::chrono::seconds(30)));
+    auto started = std::chrono::steady_clock::now();
+    auto refused = client->Post("/v1/run", RunSpec("print(1)", {{"timeout_ms", timeout_ms}}).dump(), "application/json");
+    auto waited = std::chrono::steady_clock::now() - started;
+    ASSERT_TRUE(refused);
+    EXPECT_EQ(refused->status, 429) << refused->body;
+    EXPECT_EQ(refused->get_header_value("Retry-After"), "1");
+    EXPECT_EQ(json::parse(refused->body)["error"]["field"], field) << refused->body;
+    if (std::string(queued) == "4") EXPECT_GE(waited, std::chrono::milliseconds(450)) << "it waited its timeout";
+    else EXPECT_LT(waited, std::chrono::seconds(2)) << "refused at once";
+    holder.join();
+  }
 }
 
 TEST(Api, a_killed_server_leaves_no_sandbox_running_and_the_next_start_sweeps_them) {

@@ -155,5 +155,62 @@ TEST(ApiLoad, fifty_clients_of_twenty_requests_get_every_result_right_and_leave_
       << "before: " << Describe(before) << "; after: " << Describe(Count());
 }
 
+// A burst: kBurst one-shot runs at once against --max-concurrent-execs 16. Each waits its turn
+// in the queue, and each gets its own output back, with no 429 and no 5xx. The latencies and the
+// throughput are printed; speed is the bench's to judge, not this test's.
+constexpr int kBurst = 300;
+
+void Burst(const std::vector<std::string>& flags, const char* what) {
+  ApiServer server(flags);
+  ASSERT_FALSE(server.address().empty()) << server.process().err();
+  // Warm pools fill before the burst, so that it measures them serving.
+  if (flags.size() > 2) {
+    ASSERT_TRUE(WaitUntil([&] {
+      auto metrics = server.Client()->Get("/metrics");
+      return metrics && metrics->body.find("smolbox_pool_ready{pool=\"ns\"} 4") != std::string::npos;
+    }, std::chrono::seconds(60)));
+  }
+  Outcomes out;
+  auto started = Clock::now();
+  std::vector<std::thread> clients;
+  for (int n = 0; n < kBurst; ++n) {
+    clients.emplace_back([&, n] {
+      auto client = server.Client();
+      std::string token = fmt::format("burst-{}-{}", n, RandomToken());
+      // A timeout long enough to wait behind the whole burst on two cores.
+      json spec = {{"backend", "ns"}, {"argv", {kPython, "-c", "import sys; print(sys.argv[1])", token}},
+                   {"limits", {{"timeout_ms", 170000}}}};
+      auto start = Clock::now();
+      auto [code, result] = Post(*client, "/v1/run", spec.dump());
+      out.Record("run", start);
+      if (code != 200 || result.value("stdout", "") != token + "\n") {
+        out.Error(fmt::format("run {}: {} {}", n, code, result.dump().substr(0, 300)));
+      }
+    });
+  }
+  for (auto& t : clients) t.join();
+  std::chrono::duration<double> took = Clock::now() - started;
+  for (size_t i = 0; i < std::min<size_t>(out.errors.size(), 10); ++i) ADD_FAILURE() << out.errors[i];
+  EXPECT_EQ(out.errors.size(), 0u);
+  const auto& ms = out.ms["run"];
+  ASSERT_EQ(ms.size(), static_cast<size_t>(kBurst));
+  std::string summary = fmt::format("{}: {} runs at once in {:.1f} s, {:.1f} runs/s; p50 {:.0f} ms, p99 {:.0f} ms", what,
+                                    kBurst, took.count(), kBurst / took.count(), Quantile(ms, 0.5), Quantile(ms, 0.99));
+  fmt::print("{}\n", summary);
+  ::testing::Test::RecordProperty("burst", summary);
+  auto metrics = server.Client()->Get("/metrics");
+  ASSERT_TRUE(metrics);
+  EXPECT_NE(metrics->body.find("smolbox_queue_refused_total{reason=\"full\"} 0"), std::string::npos) << metrics->body;
+  EXPECT_EQ(server.Stop(SIGTERM), 0);
+}
+
+TEST(ApiLoad, a_burst_of_three_hundred_runs_waits_in_the_queue_and_every_one_gets_its_own_output) {
+  Burst({"--max-concurrent-execs", "16"}, "cold");
+}
+
+TEST(ApiLoad, a_burst_of_three_hundred_runs_against_a_warm_pool_gets_every_output_too) {
+  Burst({"--max-concurrent-execs", "16", "--pool", "ns=4"}, "warm pool");
+}
+
 }  // namespace
 }  // namespace smolbox::testing

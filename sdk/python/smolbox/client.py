@@ -3,8 +3,10 @@
 import http.client
 import json
 import os
+import random
 import socket
 import ssl
+import time
 from urllib.parse import urlsplit
 
 from .errors import ApiError, SmolboxError
@@ -41,12 +43,15 @@ class Client:
     token: the server's bearer token (tcp listeners need one); default $SMOLBOX_TOKEN.
     cafile: the CA (or self-signed certificate) to trust for https.
     timeout: seconds to wait for a reply; None waits as long as the run's own limits.
+    retry_for: how long to go on retrying a request the server refuses as busy (429, its queue
+        full), waiting as its Retry-After asks and backing off; at most timeout. 0: never retry.
     """
 
-    def __init__(self, address=None, token=None, cafile=None, timeout=None):
+    def __init__(self, address=None, token=None, cafile=None, timeout=None, retry_for=60):
         self.address = address or default_address()
         self.token = token if token is not None else os.environ.get("SMOLBOX_TOKEN")
         self.timeout = timeout
+        self.retry_for = retry_for if timeout is None else min(retry_for, timeout)
         self._cafile = cafile
         if self.address.startswith("unix:"):
             self._unix = self.address[len("unix:"):]
@@ -66,7 +71,24 @@ class Client:
         return http.client.HTTPConnection(self._url.hostname, self._url.port, timeout=self.timeout)
 
     def _send(self, method, path, body=None, content_type="application/json"):
-        """Sends one request; returns the open connection and its response."""
+        """Sends a request, again while the server answers 429 and retry_for allows; returns the
+        open connection and its response."""
+        deadline = time.monotonic() + self.retry_for
+        backoff = 0.05
+        while True:
+            try:
+                return self._send_once(method, path, body, content_type)
+            except ApiError as e:
+                left = deadline - time.monotonic()
+                if e.status != 429 or left <= 0:
+                    raise
+                # As the server asks, never less than the backoff, with jitter so that a burst
+                # of refused clients does not come back at once.
+                wait = max(e.retry_after or 0, backoff) * random.uniform(0.5, 1.5)
+                time.sleep(min(wait, left))
+                backoff = min(backoff * 2, 2.0)
+
+    def _send_once(self, method, path, body, content_type):
         conn = self._connect()
         headers = {}
         if body is not None:
@@ -83,7 +105,7 @@ class Client:
         if response.status >= 400:
             raw = response.read()
             conn.close()
-            raise _api_error(response.status, raw)
+            raise _api_error(response.status, raw, response.getheader("Retry-After"))
         return conn, response
 
     def request(self, method, path, body=None, content_type="application/json"):
@@ -113,9 +135,13 @@ class Client:
         return self.request("GET", "/v1/health")
 
 
-def _api_error(status, raw):
+def _api_error(status, raw, retry_after=None):
+    try:
+        seconds = float(retry_after) if retry_after is not None else None
+    except ValueError:
+        seconds = None  # an HTTP date, which this server never sends
     try:
         error = json.loads(raw)["error"]
-        return ApiError(status, error.get("field", ""), error.get("reason", ""))
+        return ApiError(status, error.get("field", ""), error.get("reason", ""), seconds)
     except (ValueError, KeyError, TypeError):
-        return ApiError(status, "", raw.decode("utf-8", "replace")[:200])
+        return ApiError(status, "", raw.decode("utf-8", "replace")[:200], seconds)

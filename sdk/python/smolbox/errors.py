@@ -11,13 +11,15 @@ class SmolboxError(Exception):
 
 
 class ApiError(SmolboxError):
-    """The server answered with an error: HTTP status, the field at fault, and why."""
+    """The server answered with an error: HTTP status, the field at fault, and why; for a 429,
+    the seconds its Retry-After asked the client to wait."""
 
-    def __init__(self, status, field, reason):
+    def __init__(self, status, field, reason, retry_after=None):
         super().__init__(f"HTTP {status}: {field}: {reason}")
         self.status = status
         self.field = field
         self.reason = reason
+        self.retry_after = retry_after
 
 
 class SandboxError(SmolboxError):

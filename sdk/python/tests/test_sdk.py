@@ -167,3 +167,33 @@ def _process_lines():
             except OSError:
                 pass
     return "\n".join(out)
+
+
+def test_a_busy_server_is_retried_within_retry_for_and_refused_without_it():
+    # One slot and no queue: a second run meanwhile is refused with 429 and Retry-After.
+    busy = Server("--max-concurrent-execs", "1", "--max-queued", "0")
+    try:
+        holder = threading.Thread(target=lambda: smolbox.run([PY, "-c", "import time; time.sleep(2)"], backend="ns",
+                                                              client=busy.client()))
+        holder.start()
+        _wait_for_running(busy.client(), 1)
+        with pytest.raises(smolbox.ApiError) as raised:
+            smolbox.run([PY, "-c", "print(1)"], backend="ns", client=busy.client(retry_for=0))
+        assert raised.value.status == 429
+        assert raised.value.field == "max_queued"
+        assert raised.value.retry_after == 1.0
+        # The same run with retries waits out the holder and gets its result.
+        started = time.monotonic()
+        result = smolbox.run([PY, "-c", "print('after retries')"], backend="ns", client=busy.client())
+        assert result.stdout == "after retries\n"
+        assert time.monotonic() - started < 30
+        holder.join()
+    finally:
+        busy.stop()
+
+
+def _wait_for_running(client, n):
+    deadline = time.monotonic() + 30
+    while client.health()["execs_running"] != n:
+        assert time.monotonic() < deadline, "the holder never started"
+        time.sleep(0.05)
