@@ -43,7 +43,8 @@ Invocation RunJson(const std::vector<std::string>& options, const std::vector<st
 //   EXPECT_EQ(box.ReadStdoutUntil("a\n", std::chrono::seconds(30)), "a\n");
 class LiveSmolbox {
  public:
-  explicit LiveSmolbox(const std::vector<std::string>& args);
+  // env: more variables for it (K=V), as RunSmolbox takes them.
+  explicit LiveSmolbox(const std::vector<std::string>& args, const std::vector<std::string>& env = {});
   ~LiveSmolbox();
   LiveSmolbox(const LiveSmolbox&) = delete;
   LiveSmolbox& operator=(const LiveSmolbox&) = delete;

@@ -26,6 +26,7 @@
 #include "keeper.h"
 #include "mutant.h"
 #include "sandbox_state.h"
+#include "trust_store.h"
 #include "image_command.h"
 #include "serve_command.h"
 #include "smolbox/backend.h"
@@ -55,7 +56,7 @@ struct Flag {
 struct RunFlags {
   Flag backend, accel, image, timeout, cpu_time, mem, cpus, pids, storage, output_limit, files;
   Flag workdir, user, stdin_file, spec_file, volume_root;
-  std::vector<std::string> env, volumes, command;
+  std::vector<std::string> env, volumes, command, ca_bundles;
   bool json = false;
   bool interactive = false;
   bool no_snapshot = false;
@@ -134,6 +135,11 @@ void AddSpecOptions(CLI::App& run, RunFlags& f) {
           "beneath it without following any symlink: for volumes named by someone else, as "
           "smolbox serve's clients do",
           "DIR");
+  run.add_option("--ca-bundle", f.ca_bundles,
+                 "add the PEM certificates of FILE to the sandbox's CA trust store (a TLS-inspecting "
+                 "proxy's CA, say); every common client takes them without flags; repeatable")
+      ->type_name("FILE")
+      ->allow_extra_args(false);
   AddFlag(run, "--user", f.user,
           "sandbox (1000, no capabilities), root (root only inside the sandbox) or any ids "
           "up to 65535, the GID defaulting to the UID (default sandbox, or the image's User)",
@@ -448,28 +454,39 @@ Expected<void> ApplyImage(const Flag& image, smolbox::SandboxSpec& spec) {
   return {};
 }
 
-Expected<std::string> ReadSpecFile(const std::string& path) {
+// A file the caller names for flag, read whole within max_bytes.
+Expected<std::string> ReadTextFile(const std::string& path, size_t max_bytes, const std::string& flag) {
   std::FILE* file = std::fopen(path.c_str(), "rbe");
-  if (file == nullptr) return std::unexpected(Error{"--spec", "cannot open " + path, errno});
+  if (file == nullptr) return std::unexpected(Error{flag, "cannot open " + path, errno});
   std::string text;
   char buffer[1 << 16];
   size_t n = 0;
-  while (text.size() <= kMaxSpecBytes && (n = std::fread(buffer, 1, sizeof buffer, file)) > 0) {
+  while (text.size() <= max_bytes && (n = std::fread(buffer, 1, sizeof buffer, file)) > 0) {
     text.append(buffer, n);
   }
   int err = std::ferror(file) ? errno : 0;
   std::fclose(file);
-  if (err != 0) return std::unexpected(Error{"--spec", "cannot read " + path, err});
-  if (text.size() > kMaxSpecBytes) {
-    return Fail("--spec", fmt::format("{} is larger than {}", path, FormatBytes(kMaxSpecBytes)));
+  if (err != 0) return std::unexpected(Error{flag, "cannot read " + path, err});
+  if (text.size() > max_bytes) {
+    return Fail(flag, fmt::format("{} is larger than {}", path, FormatBytes(static_cast<int64_t>(max_bytes))));
   }
   return text;
+}
+
+// Each --ca-bundle FILE's certificates after the spec's own.
+Expected<void> AddCaBundles(const std::vector<std::string>& files, smolbox::SandboxSpec& spec) {
+  for (const std::string& path : files) {
+    SMOLBOX_ASSIGN_OR_RETURN(auto text, ReadTextFile(path, smolbox::kMaxCaBundleBytes, "--ca-bundle"));
+    if (auto ok = smolbox::CheckCaBundle(text); !ok) return Fail("--ca-bundle", fmt::format("{}: {}", path, ok.error().what));
+    spec.ca_bundle = smolbox::JoinCaBundles(spec.ca_bundle, text);
+  }
+  return {};
 }
 
 Expected<smolbox::RunSpec> BuildSpec(const RunFlags& f) {
   smolbox::RunSpec spec;
   if (f.spec_file) {
-    SMOLBOX_ASSIGN_OR_RETURN(auto text, ReadSpecFile(f.spec_file.value));
+    SMOLBOX_ASSIGN_OR_RETURN(auto text, ReadTextFile(f.spec_file.value, kMaxSpecBytes, "--spec"));
     SMOLBOX_ASSIGN_OR_RETURN(auto parsed, smolbox::ParseRunSpec(text, fmt::format("spec file {}", f.spec_file.value)));
     spec = std::move(parsed);
   }
@@ -479,18 +496,16 @@ Expected<smolbox::RunSpec> BuildSpec(const RunFlags& f) {
   for (auto ok :
        {ApplyNamedFlags(f, spec), ApplyImage(f.image, spec.sandbox), ApplyLimitFlags(f, spec),
         AddEnv(f.env, spec.exec.env), AddVolumes(f.volumes, spec.sandbox),
-        ApplyEgressFlags(f, spec.sandbox.egress)}) {
+        ApplyEgressFlags(f, spec.sandbox.egress), AddCaBundles(f.ca_bundles, spec.sandbox)}) {
     SMOLBOX_TRY(ok);
   }
   if (!f.command.empty()) spec.exec.argv = f.command;
   if (f.no_snapshot) spec.sandbox.vm_snapshot = false;
-  if (smolbox::image::IsStoreReference(spec.sandbox.image)) {
-    // The image's User and WorkingDir, unless the flags or the spec file named their own.
-    smolbox::image::CallerChoices given;
-    given.user = f.user || spec.sandbox.user != smolbox::WorkloadUser::Sandbox();
-    given.workdir = f.workdir || spec.sandbox.workdir != smolbox::SandboxSpec{}.workdir;
-    SMOLBOX_TRY(smolbox::image::ApplyStoreImage(spec, given));
-  }
+  // The image's User and WorkingDir, unless the flags or the spec file named their own.
+  smolbox::image::CallerChoices given;
+  given.user = static_cast<bool>(f.user);
+  given.workdir = static_cast<bool>(f.workdir);
+  SMOLBOX_TRY(smolbox::image::ResolveSpecImage(spec, given));
   return spec;
 }
 

@@ -298,15 +298,38 @@ Expected<void> TestInternet::WriteConfiguration() const {
   return {};
 }
 
+// A CA of this test internet's own, made afresh for each, and the servers' certificate signed
+// by it, as a public CA signs a site's: a client verifies it once the CA is in its store, and
+// refuses it otherwise.
 Expected<void> TestInternet::MakeCertificate() const {
-  // The names and addresses in it let a test verify against cert_path() if it wants to.
-  return Run(
-      {"/usr/bin/openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
-       "-nodes", "-days", "1", "-subj", "/CN=test", "-addext",
-       fmt::format("subjectAltName=DNS:*.allowed.test,DNS:deep.sub.allowed.test,DNS:other.test,"
-                   "DNS:shared.test,IP:{},IP:{},IP:{}",
-                   kAllowedAddress, kOtherAddress, kAllowedAddress6),
-       "-keyout", state_dir() + "/key.pem", "-out", cert_path()});
+  const std::string dir = state_dir();
+  const std::vector<std::string> ec_key = {"-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"};
+  std::vector<std::string> ca = {"/usr/bin/openssl", "req", "-x509"};
+  ca.insert(ca.end(), ec_key.begin(), ec_key.end());
+  for (const char* word :
+       {"-days", "1", "-subj", "/CN=smolvm-check test internet CA", "-addext", "basicConstraints=critical,CA:TRUE",
+        "-addext", "keyUsage=critical,keyCertSign,cRLSign", "-keyout", "ca-key.pem", "-out", "ca.pem"}) {
+    ca.push_back(word);
+  }
+  std::vector<std::string> request = {"/usr/bin/openssl", "req"};
+  request.insert(request.end(), ec_key.begin(), ec_key.end());
+  for (const std::string& word :
+       {std::string("-subj"), std::string("/CN=api.allowed.test"), std::string("-addext"),
+        fmt::format("subjectAltName=DNS:*.allowed.test,DNS:deep.sub.allowed.test,DNS:other.test,"
+                    "DNS:shared.test,IP:{},IP:{},IP:{}",
+                    kAllowedAddress, kOtherAddress, kAllowedAddress6),
+        std::string("-keyout"), std::string("key.pem"), std::string("-out"), std::string("server.csr")}) {
+    request.push_back(word);
+  }
+  std::vector<std::string> sign = {"/usr/bin/openssl", "x509", "-req", "-in", "server.csr", "-CA", "ca.pem",
+                                   "-CAkey", "ca-key.pem", "-CAcreateserial", "-days", "1",
+                                   "-copy_extensions", "copy", "-out", "cert.pem"};
+  for (auto* argv : {&ca, &request, &sign}) {
+    std::vector<std::string> in_dir = {"/usr/bin/env", "-C", dir};
+    in_dir.insert(in_dir.end(), argv->begin(), argv->end());
+    SMOLBOX_TRY(Run(in_dir));
+  }
+  return {};
 }
 
 Expected<void> TestInternet::StartServers() {

@@ -27,7 +27,7 @@
 //     private.allowed.test   A 10.20.0.5
 //     txt.allowed.test       TXT "exfil"
 // HTTP: `GET /` answers `server=<local address> host=<Host>`; `GET /bytes/N` answers N bytes
-// (up to 1 GiB, streamed). TLS, with a self-signed certificate (cert_path()), answers any
+// (up to 1 GiB, streamed). TLS, with a certificate of its own test CA (cert_path(), ca_path()), answers any
 // request with `server=<addr> sni=<name or none> host=<Host>`.
 //
 // The uplink (sbx-uplink-XXXX): 198.18.0.1/30 and 2001:db8:ff::1/64 on a veth to the internet,
@@ -83,8 +83,10 @@ class TestInternet {
   std::string dns_server() const { return kDnsAddress; }
   // A resolv.conf naming dns_server(): what a host on the uplink would have.
   std::string resolv_conf_path() const { return state_dir_ + "/resolv.conf"; }
-  // The servers' TLS certificate (PEM), valid for the names above and the two TLS addresses.
+  // The servers' TLS certificate (PEM), valid for the names above and the two TLS addresses,
+  // signed by ca_path()'s CA, which this test internet made for itself.
   std::string cert_path() const { return state_dir_ + "/cert.pem"; }
+  std::string ca_path() const { return state_dir_ + "/ca.pem"; }
   // Holds the certificate, the configuration and the logs; every server's command line names
   // it, so a scan of /proc for it finds them.
   const std::string& state_dir() const { return state_dir_; }

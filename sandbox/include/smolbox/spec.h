@@ -93,6 +93,11 @@ struct SandboxSpec {
   // Not a spec field: the operator sets it, never the spec's author.
   std::string volume_root;
   WorkloadUser user;
+  // PEM certificates added to the sandbox's CA trust store (--ca-bundle): the host image's store,
+  // or a store image's own, with these after it at /etc/smolbox/ca-certificates.crt, which each
+  // exec's SSL_CERT_FILE, NODE_EXTRA_CA_CERTS, REQUESTS_CA_BUNDLE, PIP_CERT and CURL_CA_BUNDLE
+  // name. Empty: the store as it is.
+  std::string ca_bundle;
   // vm backend: restore the guest from a boot snapshot instead of booting it, making the
   // snapshot on the first run (docs/guest.md, "Boot snapshot"). false: always a clean boot.
   bool vm_snapshot = true;

@@ -18,6 +18,7 @@
 #include <fmt/format.h>
 
 #include "guest_protocol.h"
+#include "mount.h"
 #include "net.h"
 
 namespace smolbox::agent {
@@ -146,7 +147,8 @@ Expected<void> MirrorImage(const std::string& view) {
     if (!file.valid()) return std::unexpected(Error::Sys("create /etc/ld.so.cache"));
     SMOLBOX_TRY(BindReadOnly(cache, etc + "/ld.so.cache"));
   }
-  return {};
+  // And its CA trust store, which the workload's root takes as the ns backend takes the host's.
+  return confine::MirrorTrustStore(fmt::format("{}/etc", kImageMount), etc);
 }
 
 // The initramfs's egress setup and its libraries, which the host view would otherwise leave

@@ -53,6 +53,7 @@ Expected<WorkloadCgroup> SetUpGuestRun(const GuestSetup& setup) {
   plan.uid = setup.uid;
   plan.gid = setup.gid;
   if (setup.image_root) plan.image = kImageRoot;
+  plan.ca_bundle = setup.ca_bundle;
   for (const auto& v : setup.volumes) {
     confine::VolumeBind bind{v.target, v.read_only, "", -1, v.storage_dir};
     if (v.read_only) {

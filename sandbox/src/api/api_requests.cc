@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "smolbox/image_spec.h"
 #include "smolbox/image_store.h"
 
 namespace smolbox::api {
@@ -42,6 +43,7 @@ Expected<RunSpec> ParseSpec(const std::string& body, const std::string& volume_r
 
 Expected<RunSpec> ParseRunRequest(const std::string& body, const std::string& volume_root) {
   SMOLBOX_ASSIGN_OR_RETURN(RunSpec spec, ParseSpec(body, volume_root));
+  SMOLBOX_TRY(image::ResolveSpecImage(spec));
   SMOLBOX_TRY(ValidateRunSpec(spec));
   return spec;
 }
@@ -52,6 +54,10 @@ Expected<RunSpec> ParseCreateRequest(const std::string& body, const std::string&
     return std::unexpected(Error::Field("argv", "a sandbox is created without a command; each exec brings its own"));
   }
   if (spec.exec.stdin_data) return std::unexpected(Error::Field("stdin", "is an exec's, not a sandbox's"));
+  // As smolbox create does: the image's config gives each exec's defaults, and each exec brings
+  // its own command.
+  SMOLBOX_TRY(image::ResolveSpecImage(spec));
+  spec.exec.argv.clear();
   SMOLBOX_TRY(ValidateExecDefaults(spec.exec));
   SMOLBOX_TRY(ValidateSandboxSpec(spec.sandbox));
   return spec;

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <limits.h>
+#include <linux/openat2.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
@@ -13,9 +14,11 @@
 
 #include <fmt/format.h>
 
+#include "bounded_read.h"
 #include "hidden_source.h"
 #include "in_root.h"
 #include "mutant.h"
+#include "trust_store.h"
 
 namespace smolbox::confine {
 namespace {
@@ -112,6 +115,49 @@ Expected<void> WriteFile(const std::string& path, const std::string& text) {
 
 std::string ResolvConf(const std::string& resolver) { return fmt::format("nameserver {}\n", resolver); }
 
+// mkdir -p of a relative path below a directory of the setup's own.
+Expected<void> MakeDirs(const std::string& base, const std::string& relative) {
+  for (size_t slash = relative.find('/'); ; slash = relative.find('/', slash + 1)) {
+    std::string dir = base + "/" + relative.substr(0, slash);
+    if (mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) return std::unexpected(Error::Sys("mkdir " + dir));
+    if (slash == std::string::npos) return {};
+  }
+}
+
+// The first of a store's bundles (trust_store.h) that opens as a regular file, read within the
+// bound; empty when there is none. at_fd and how resolve it: the host's /etc as it is, or an
+// image's tree with RESOLVE_IN_ROOT, where its links lead into the image and never out.
+Expected<std::string> ReadOwnBundle(int at_fd, const std::string& etc, bool in_root) {
+  for (const char* bundle : kTrustBundles) {
+    std::string path = etc + "/" + bundle;
+    open_how how{};
+    how.flags = O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK;
+    how.resolve = in_root ? RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV : 0;
+    UniqueFd fd(static_cast<int>(syscall(SYS_openat2, at_fd, path.c_str(), &how, sizeof how)));
+    struct stat st{};
+    if (!fd.valid() || fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
+    return ReadBounded(fd.get(), kMaxTrustBundleBytes, "the trust store's " + path);
+  }
+  return std::string();
+}
+
+Expected<void> WriteNewFile(int dir_fd, const char* name, const std::string& text, const std::string& what) {
+  UniqueFd file(openat(dir_fd, name, O_CREAT | O_EXCL | O_WRONLY | O_NOFOLLOW | O_CLOEXEC, 0644));
+  if (!file.valid()) return std::unexpected(Error::Sys("create " + what));
+  for (size_t done = 0; done < text.size();) {
+    ssize_t n = write(file.get(), text.data() + done, text.size() - done);
+    if (n <= 0) return std::unexpected(Error::Sys("write " + what));
+    done += static_cast<size_t>(n);
+  }
+  return {};
+}
+
+// etc/smolbox/ca-certificates.crt below dir_fd: the store's own bundle and the caller's.
+Expected<void> PlaceCaBundle(int dir_fd, const std::string& own, const std::string& added) {
+  if (mkdirat(dir_fd, "etc/smolbox", 0755) != 0) return std::unexpected(Error::Sys("mkdir /etc/smolbox"));
+  return WriteNewFile(dir_fd, "etc/smolbox/ca-certificates.crt", JoinCaBundles(own, added), kSandboxCaBundle);
+}
+
 // Only what programs need to name the sandbox user; no host account or secret.
 Expected<void> MakeEtc(const std::string& root, uid_t uid, gid_t gid, const std::string& resolver) {
   std::string etc = root + "/etc";
@@ -132,6 +178,7 @@ Expected<void> MakeEtc(const std::string& root, uid_t uid, gid_t gid, const std:
   }
   // With egress, names go to the gateway's resolver, and only there.
   if (!resolver.empty()) SMOLBOX_TRY(WriteFile(etc + "/resolv.conf", ResolvConf(resolver)));
+  SMOLBOX_TRY(MirrorTrustStore("/etc", etc));
   // The loader cache only lists library paths; with it, lookups match the host's.
   if (access("/etc/ld.so.cache", R_OK) == 0) {
     SMOLBOX_TRY(MakeFile(etc + "/ld.so.cache"));
@@ -198,23 +245,22 @@ Expected<int> OpenPath(const std::string& path, int flags, const std::string& wh
 // put in the writable layer before the overlay is mounted, where it hides the image's own
 // resolv.conf (often a link into /run): the image's /etc belongs to ids the sandbox does not
 // map, and could not be written through the overlay.
-Expected<void> PlaceResolvConf(int image_fd, int upper_fd, const std::string& resolver) {
+// The writable layer's /etc, with the image's own mode, for what the setup puts there.
+Expected<void> MakeUpperEtc(int image_fd, int upper_fd, const std::string& why) {
   struct stat etc{};
   bool has_etc = fstatat(image_fd, "etc", &etc, AT_SYMLINK_NOFOLLOW) == 0;
   if (has_etc && !S_ISDIR(etc.st_mode)) {
-    return std::unexpected(Error{"image", "its /etc is not a directory, and with egress the sandbox's "
-                                 "resolver is named in /etc/resolv.conf", 0});
+    return std::unexpected(Error{"image", "its /etc is not a directory, and " + why, 0});
   }
   if (mkdirat(upper_fd, "etc", 0755) != 0 ||
       fchmodat(upper_fd, "etc", has_etc ? etc.st_mode & 07777 : 0755, 0) != 0) {
-    return std::unexpected(Error::Sys("make /etc for the sandbox's resolv.conf"));
-  }
-  UniqueFd file(openat(upper_fd, "etc/resolv.conf", O_CREAT | O_EXCL | O_WRONLY | O_NOFOLLOW | O_CLOEXEC, 0644));
-  std::string text = ResolvConf(resolver);
-  if (!file.valid() || write(file.get(), text.data(), text.size()) != static_cast<ssize_t>(text.size())) {
-    return std::unexpected(Error::Sys("write the sandbox's /etc/resolv.conf"));
+    return std::unexpected(Error::Sys("make /etc in the sandbox's writable layer"));
   }
   return {};
+}
+
+Expected<void> PlaceResolvConf(int upper_fd, const std::string& resolver) {
+  return WriteNewFile(upper_fd, "etc/resolv.conf", ResolvConf(resolver), "the sandbox's /etc/resolv.conf");
 }
 
 // An image's root: one overlay, the image beneath a small writable layer that only the setup
@@ -240,7 +286,17 @@ Expected<void> MountImageRoot(const RootPlan& plan) {
     SMOLBOX_ASSIGN_OR_RETURN(int fd, OpenPath(dir, O_PATH | O_DIRECTORY, "overlay layer"));
     layers[i].Reset(fd);
   }
-  if (!plan.resolver.empty()) SMOLBOX_TRY(PlaceResolvConf(plan.image_fd, layers[0].get(), plan.resolver));
+  if (!plan.resolver.empty() || !plan.ca_bundle.empty()) {
+    SMOLBOX_TRY(MakeUpperEtc(plan.image_fd, layers[0].get(),
+                             plan.resolver.empty() ? "the CA bundle goes in /etc/smolbox"
+                                                   : "with egress the sandbox's resolver is named in /etc/resolv.conf"));
+  }
+  if (!plan.resolver.empty()) SMOLBOX_TRY(PlaceResolvConf(layers[0].get(), plan.resolver));
+  // The image keeps its own store; a caller's certificates join its bundle, read in the image.
+  if (!plan.ca_bundle.empty()) {
+    SMOLBOX_ASSIGN_OR_RETURN(auto own, ReadOwnBundle(plan.image_fd, "/etc", true));
+    SMOLBOX_TRY(PlaceCaBundle(layers[0].get(), own, plan.ca_bundle));
+  }
   std::string options = fmt::format("lowerdir={},upperdir={},workdir={}", FdPath(plan.image_fd),
                                     FdPath(layers[0].get()), FdPath(layers[1].get()));
   return Mount("overlay", root, "overlay", MS_NOSUID | MS_NODEV | NoexecOf(plan.image_fd), options);
@@ -395,6 +451,21 @@ Expected<void> CheckSameFile(const VolumeBind& v) {
   return {};
 }
 
+// A caller's certificates after the host's store: at kSandboxCaBundle, and over Debian's bundle,
+// where OpenSSL's default file leads, so that a client that reads no variable takes them too.
+Expected<void> AddCaBundle(const std::string& root, const std::string& added) {
+  SMOLBOX_ASSIGN_OR_RETURN(int opened, OpenPath(root, O_PATH | O_DIRECTORY, "the sandbox's root"));
+  UniqueFd root_fd(opened);
+  SMOLBOX_ASSIGN_OR_RETURN(auto own, ReadOwnBundle(AT_FDCWD, "/etc", false));
+  SMOLBOX_TRY(PlaceCaBundle(root_fd.get(), own, added));
+  std::string debian = root + "/etc/" + kTrustBundles[0];
+  struct stat st{};
+  if (lstat(debian.c_str(), &st) == 0 && S_ISREG(st.st_mode)) {
+    SMOLBOX_TRY(Bind(root + kSandboxCaBundle, debian, true));
+  }
+  return {};
+}
+
 }  // namespace
 
 Expected<void> OpenSources(RootPlan& plan) {
@@ -423,6 +494,32 @@ Expected<void> OpenSources(RootPlan& plan) {
 
 std::string FdPath(int fd) { return fmt::format("/proc/self/fd/{}", fd); }
 
+Expected<void> MirrorTrustStore(const std::string& from_etc, const std::string& to_etc) {
+  for (std::string entry : kTrustStoreEntries) {
+    std::string source = from_etc + "/" + entry;
+    std::string target = to_etc + "/" + entry;
+    struct stat st{};
+    if (lstat(source.c_str(), &st) != 0) continue;
+    size_t slash = entry.rfind('/');
+    if (slash != std::string::npos) SMOLBOX_TRY(MakeDirs(to_etc, entry.substr(0, slash)));
+    if (S_ISLNK(st.st_mode)) {
+      char link[PATH_MAX];
+      ssize_t n = readlink(source.c_str(), link, sizeof link - 1);
+      if (n < 0) return std::unexpected(Error::Sys("readlink " + source));
+      if (symlink(std::string(link, static_cast<size_t>(n)).c_str(), target.c_str()) != 0) {
+        return std::unexpected(Error::Sys("symlink " + target));
+      }
+    } else if (S_ISDIR(st.st_mode)) {
+      if (mkdir(target.c_str(), 0755) != 0) return std::unexpected(Error::Sys("mkdir " + target));
+      SMOLBOX_TRY(Bind(source, target, true));
+    } else if (S_ISREG(st.st_mode)) {
+      SMOLBOX_TRY(MakeFile(target));
+      SMOLBOX_TRY(Bind(source, target, true));
+    }
+  }
+  return {};
+}
+
 Expected<void> BuildRoot(const RootPlan& plan) {
   const std::string& root = plan.newroot;
   if (plan.image_fd >= 0) {
@@ -431,6 +528,7 @@ Expected<void> BuildRoot(const RootPlan& plan) {
     SMOLBOX_TRY(Mount("tmpfs", root, "tmpfs", MS_NOSUID | MS_NODEV, "size=1m,mode=0755"));
     SMOLBOX_TRY(MakeHostImage(root));
     SMOLBOX_TRY(MakeEtc(root, plan.uid, plan.gid, plan.resolver));
+    if (!plan.ca_bundle.empty()) SMOLBOX_TRY(AddCaBundle(root, plan.ca_bundle));
   }
   SMOLBOX_ASSIGN_OR_RETURN(int opened_root, OpenPath(root, O_PATH | O_DIRECTORY, "the sandbox's root"));
   UniqueFd root_fd(opened_root);

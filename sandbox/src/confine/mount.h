@@ -42,6 +42,9 @@ struct RootPlan {
   gid_t gid = 0;
   // The nameserver of the sandbox's /etc/resolv.conf, when it has egress; empty: no DNS.
   std::string resolver;
+  // PEM certificates for the sandbox's trust store (SandboxSpec::ca_bundle), checked; empty:
+  // the store as it is.
+  std::string ca_bundle;
   // Read-only host volumes are mounted through an overlay that keeps their host paths out of
   // /proc/self/mountinfo (hidden_source.h). Where the kernel refuses that, they are bound as
   // they are and BuildRoot says so in *warnings.
@@ -49,6 +52,11 @@ struct RootPlan {
   bool hide_host_paths = false;
   std::vector<std::string>* warnings = nullptr;
 };
+
+// The trust store entries (trust_store.h) of from_etc into to_etc, a directory of the setup's
+// own: directories and files bound read-only, symlinks recreated to resolve in the new root.
+// from_etc is the host's /etc, or a guest's rootfs: never a tree the sandbox wrote.
+Expected<void> MirrorTrustStore(const std::string& from_etc, const std::string& to_etc);
 
 // Opens the image, the storage and the ro volume sources, in this mount namespace.
 Expected<void> OpenSources(RootPlan& plan);

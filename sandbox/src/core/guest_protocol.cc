@@ -4,13 +4,14 @@
 
 #include "json_message.h"
 #include "mutant.h"
+#include "trust_store.h"
 #include "smolbox/spec.h"
 
 namespace smolbox {
 
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(GuestVolume, target, read_only, tag, storage_dir)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(GuestSetup, volumes, workdir, uid, gid, memory_bytes, pids, cpus,
-                                   egress, image_root)
+                                   egress, image_root, ca_bundle)
 // The seed is the message's tail, not a field.
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(GuestRestore, realtime_sec, realtime_nsec, hostname)
 
@@ -41,6 +42,9 @@ Expected<GuestSetup> DecodeGuestSetup(const channel::Message& m) {
     return std::unexpected(
         Error{"setup message",
               fmt::format("cpus must be from 0 to {} (got {})", kMaxCpus, setup.cpus), 0});
+  }
+  if (auto bundle = CheckCaBundle(setup.ca_bundle); !bundle) {
+    return std::unexpected(Error{"setup message", bundle.error().ToString(), 0});
   }
   return setup;
 }

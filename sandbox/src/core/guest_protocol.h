@@ -56,6 +56,8 @@ struct GuestSetup {
   // The disk is an image from the store, not the host image: it becomes the workload's root
   // with its own /etc, as a rootfs directory does on the ns backend.
   bool image_root = false;
+  // PEM certificates for the workload's trust store (SandboxSpec::ca_bundle); empty: none.
+  std::string ca_bundle{};
 };
 
 channel::Message EncodeGuestSetup(const GuestSetup& setup);

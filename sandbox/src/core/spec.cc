@@ -14,6 +14,7 @@
 #include <string_view>
 
 #include "json_bounds.h"
+#include "trust_store.h"
 
 namespace smolbox {
 namespace {
@@ -307,6 +308,7 @@ const FieldTable<RunSpec>& SpecFields() {
       {"mounts", kInSandbox<SetMounts>},
       {"user", kInSandbox<SetUser>},
       {"vm_snapshot", kInSandbox<SetBool<&SandboxSpec::vm_snapshot, SandboxSpec>>},
+      {"ca_bundle", kInSandbox<SetString<&SandboxSpec::ca_bundle, SandboxSpec>>},
   };
   return table;
 }
@@ -617,6 +619,7 @@ Expected<void> ValidateRunSpec(const RunSpec& spec) {
   SMOLBOX_TRY(CheckWorkdir(spec.sandbox.workdir));
   if (spec.exec.workdir) SMOLBOX_TRY(CheckWorkdir(*spec.exec.workdir));
   SMOLBOX_TRY(CheckStdin(spec.exec));
+  SMOLBOX_TRY(CheckCaBundle(spec.sandbox.ca_bundle));
   SMOLBOX_TRY(CheckImage(spec.sandbox));
   return CheckMounts(spec.sandbox);
 }
@@ -625,6 +628,7 @@ Expected<void> ValidateSandboxSpec(const SandboxSpec& spec) {
   SMOLBOX_TRY(CheckLimits(nullptr, &spec.limits));
   SMOLBOX_TRY(CheckEgress(spec.egress));
   SMOLBOX_TRY(CheckWorkdir(spec.workdir));
+  SMOLBOX_TRY(CheckCaBundle(spec.ca_bundle));
   SMOLBOX_TRY(CheckImage(spec));
   return CheckMounts(spec);
 }

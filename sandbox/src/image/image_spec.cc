@@ -125,4 +125,12 @@ Expected<ImageInfo> ApplyStoreImage(const ImageStore& store, RunSpec& spec, cons
   return image;
 }
 
+Expected<void> ResolveSpecImage(RunSpec& spec, CallerChoices given) {
+  if (!IsStoreReference(spec.sandbox.image)) return {};
+  given.user = given.user || spec.sandbox.user != WorkloadUser::Sandbox();
+  given.workdir = given.workdir || spec.sandbox.workdir != SandboxSpec{}.workdir;
+  SMOLBOX_TRY(ApplyStoreImage(spec, given));
+  return {};
+}
+
 }  // namespace smolbox::image

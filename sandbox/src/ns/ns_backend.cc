@@ -83,6 +83,7 @@ ContainPlan MakePlan(const SandboxSpec& spec, const Sandbox& box, int child_chan
   plan.root.hide_host_paths = true;
   plan.egress = spec.egress.policy.Enabled();
   if (plan.egress) plan.root.resolver = confine::kEgressResolver;
+  plan.root.ca_bundle = spec.ca_bundle;
   if (box.storage) plan.root.storage = box.storage->mountpoint();
   else plan.tmpfs_storage_mountpoint = box.dir->path() + "/storage";
   for (const auto& v : box.volumes) {

@@ -15,6 +15,7 @@
 
 #include "exec_protocol.h"
 #include "mutant.h"
+#include "trust_store.h"
 
 namespace smolbox::shared {
 namespace {
@@ -141,6 +142,9 @@ ExecRequest MakeExecRequest(const ExecSpec& spec, const AgentSandbox& sandbox, c
   const std::string& workdir = spec.workdir ? *spec.workdir : sandbox.spec->workdir;
   r.argv = spec.argv;
   r.env = {{"PATH", kDefaultPath}, {"HOME", workdir}, {"LANG", "C.UTF-8"}};
+  if (!sandbox.spec->ca_bundle.empty()) {
+    for (const char* name : kCaBundleVariables) r.env[name] = kSandboxCaBundle;
+  }
   for (const auto& [k, v] : spec.env) r.env[k] = v;
   if (!SMOLBOX_PROTECTED("env_scrub")) {
     for (char** entry = environ; *entry != nullptr; ++entry) {

@@ -236,6 +236,7 @@ GuestSetup MakeGuestSetup(const SandboxSpec& spec, const Vm& vm) {
   setup.cpus = spec.limits.cpus < VcpusFor(spec) ? spec.limits.cpus : 0;
   setup.egress = spec.egress.policy.Enabled();
   setup.image_root = spec.image != "host";
+  setup.ca_bundle = spec.ca_bundle;
   for (size_t i = 0; i < vm.volumes.size(); ++i) {
     const auto& v = vm.volumes[i];
     setup.volumes.push_back(GuestVolume{v.mount->target, v.mount->read_only,

@@ -5,11 +5,12 @@
 
 namespace smolbox::testing {
 
-ApiServer::ApiServer(const std::vector<std::string>& extra, const std::string& listen) {
+ApiServer::ApiServer(const std::vector<std::string>& extra, const std::string& listen,
+                     const std::vector<std::string>& env) {
   dir_ = std::make_unique<TempDir>("api");
   std::vector<std::string> args = {"serve", "--listen", listen.empty() ? "unix:" + dir_->path() + "/api.sock" : listen};
   args.insert(args.end(), extra.begin(), extra.end());
-  process_ = std::make_unique<LiveSmolbox>(args);
+  process_ = std::make_unique<LiveSmolbox>(args, env);
   std::string out = process_->ReadStdoutUntil("\n", std::chrono::seconds(30));
   const std::string prefix = "smolbox serve: listening on ";
   if (out.starts_with(prefix) && out.ends_with("\n")) address_ = out.substr(prefix.size(), out.size() - prefix.size() - 1);

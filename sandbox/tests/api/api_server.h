@@ -25,7 +25,9 @@ namespace smolbox::testing {
 class ApiServer {
  public:
   // extra: more flags for smolbox serve. With listen empty, it listens on a unix socket of its own.
-  explicit ApiServer(const std::vector<std::string>& extra = {}, const std::string& listen = "");
+  // env: more variables for the server (K=V).
+  explicit ApiServer(const std::vector<std::string>& extra = {}, const std::string& listen = "",
+                     const std::vector<std::string>& env = {});
   // SIGTERM, as a service manager stops it, and a wait for its drain.
   ~ApiServer();
 

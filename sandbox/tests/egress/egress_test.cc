@@ -284,6 +284,63 @@ TEST_P(Egress, a_persistent_sandbox_keeps_its_policy_and_each_exec_lists_its_own
   EXPECT_FALSE(Events(second, "tcp")[0]["allowed"].get<bool>());
 }
 
+// HTTPS as clients make it, verification on. The test internet's CA is no public one: python's
+// urllib and node's https refuse the allowed name's certificate until --ca-bundle adds that CA to
+// the sandbox's store, and then fetch it through --allow-host without a flag of their own.
+TEST_P(Egress, https_verifies_with_the_ca_bundle_in_the_store_and_fails_without_it) {
+  constexpr const char* kPythonGet =
+      "import urllib.request\n"
+      "try:\n"
+      "    print(urllib.request.urlopen('https://api.allowed.test/', timeout=30).read().decode())\n"
+      "except Exception as e:\n"
+      "    print('FAILED', e)\n";
+  constexpr const char* kNodeGet =
+      "require('https').get('https://api.allowed.test/', r => { let b = ''; r.on('data', d => b += d);"
+      " r.on('end', () => console.log(b)); }).on('error', e => console.log('FAILED', e.code));";
+  auto run = [&](const std::vector<std::string>& ca, const std::vector<std::string>& argv) {
+    std::vector<std::string> args = {"run", "--json"};
+    for (const std::string& flag : Backend()) args.push_back(flag);
+    for (const std::string& flag : {std::string("--timeout"), std::string("60s"), std::string("--allow-host"),
+                                    std::string("api.allowed.test"), std::string("--egress-netns"),
+                                    internet().uplink_netns_path(), std::string("--dns-server"), internet().dns_server()})
+      args.push_back(flag);
+    args.insert(args.end(), ca.begin(), ca.end());
+    args.push_back("--");
+    args.insert(args.end(), argv.begin(), argv.end());
+    return RunSmolboxInClient(args);
+  };
+  const std::vector<std::string> with_ca = {"--ca-bundle", internet().ca_path()};
+  const std::string answer = "server=192.0.2.10 sni=api.allowed.test host=api.allowed.test";
+  auto python = run(with_ca, {kPython, "-c", kPythonGet});
+  EXPECT_EQ(Lines(python), (std::vector<std::string>{answer})) << Describe(python) << internet().ServerLog();
+  auto node = run(with_ca, {"/usr/bin/node", "-e", kNodeGet});
+  EXPECT_EQ(Lines(node), (std::vector<std::string>{answer})) << Describe(node);
+  auto python_without = run({}, {kPython, "-c", kPythonGet});
+  ASSERT_EQ(Lines(python_without).size(), 1u) << Describe(python_without);
+  EXPECT_NE(Lines(python_without)[0].find("CERTIFICATE_VERIFY_FAILED"), std::string::npos) << Describe(python_without);
+  auto node_without = run({}, {"/usr/bin/node", "-e", kNodeGet});
+  EXPECT_EQ(Lines(node_without), (std::vector<std::string>{"FAILED UNABLE_TO_VERIFY_LEAF_SIGNATURE"})) << Describe(node_without);
+}
+
+// The host image carries the host's CA trust store read-only (the vm's, as its rootfs was built
+// from this host), and no private key directory with it.
+TEST_P(Egress, the_host_image_has_the_hosts_ca_store_read_only_and_no_private_keys) {
+  constexpr const char* kBundle = "/etc/ssl/certs/ca-certificates.crt";
+  if (access(kBundle, R_OK) != 0) GTEST_SKIP() << "this host has no " << kBundle;
+  std::vector<std::string> args = {"run", "--json"};
+  for (const std::string& flag : Backend()) args.push_back(flag);
+  const std::string code =
+      "import hashlib, os, ssl\n"
+      "print(hashlib.sha256(open('/etc/ssl/certs/ca-certificates.crt', 'rb').read()).hexdigest())\n"
+      "print(ssl.create_default_context().cert_store_stats()['x509_ca'] > 0, os.path.exists('/etc/ssl/private'))\n"
+      "print([l.split()[5].split(',')[0] for l in open('/proc/self/mountinfo') if l.split()[4] == '/etc/ssl/certs'])\n";
+  for (const std::string& word : {std::string("--"), std::string(kPython), std::string("-c"), code}) args.push_back(word);
+  auto run = RunSmolboxInClient(args);
+  ProgramRun host = RunProgram({"/usr/bin/sha256sum", kBundle});
+  EXPECT_EQ(Lines(run), (std::vector<std::string>{host.out.substr(0, 64), "True False", "['ro']"}))
+      << Describe(run);
+}
+
 INSTANTIATE_TEST_SUITE_P(Backends, Egress, ::testing::Values("ns", "vm_tcg"),
                          [](const auto& instance) { return instance.param; });
 

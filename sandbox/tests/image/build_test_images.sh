@@ -67,6 +67,11 @@ echo lower > "$rootfs/srv/data/old/file"
 echo deleted > "$rootfs/srv/app/deleted.txt"
 # A link as images have them: resolv.conf into a /run the image lacks.
 ln -s ../run/systemd/resolve/stub-resolv.conf "$rootfs/etc/resolv.conf"
+# A trust store of the image's own, its bundle an absolute link that leads into the image only
+# when resolved in its root (the host has no /etc/image-ca.pem).
+mkdir -p "$rootfs/etc/ssl/certs"
+printf '# the image'"'"'s own trust store\n' > "$rootfs/etc/image-ca.pem"
+ln -s /etc/image-ca.pem "$rootfs/etc/ssl/certs/ca-certificates.crt"
 if [ -n "$probe" ]; then
   mkdir -p "$rootfs$probe"
   ln -s "$probe" "$rootfs/outside"

@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <memory>
 
+#include "api/api_server.h"
 #include "smolbox_runner.h"
 #include "test_support.h"
 
@@ -224,6 +225,65 @@ TEST_F(ImageRun, a_spec_file_names_a_store_image_as_the_flag_does) {
   Invocation run = Smolbox({"run", "--json", "--backend", "ns", "--spec", spec});
   ASSERT_EQ(run.exit_code, 0) << run.err << run.out;
   EXPECT_EQ(Stdout(run), "1234\n");
+}
+
+// The API resolves a store name by the step the CLI takes: a run and a sandbox's exec see the
+// image's tree and config, as `smolbox run --image` and `smolbox create --image` do.
+TEST_F(ImageRun, the_api_runs_a_store_image_and_makes_sandboxes_of_it_as_the_cli_does) {
+  ApiServer server({}, "", {"SMOLBOX_IMAGE_STORE=" + store_.path() + "/store"});
+  ASSERT_FALSE(server.socket_path().empty()) << server.process().err();
+  auto client = server.Client();
+  const std::string code = "import os; print(os.getuid(), os.getcwd(), os.environ['FROM_IMAGE'], open('/etc/os-release').read().split()[-1])";
+  nlohmann::json spec = {{"backend", "ns"}, {"image", "test/py:1"}, {"argv", {"python3", "-c", code}}};
+  auto [run_code, run] = Post(*client, "/v1/run", spec.dump());
+  ASSERT_EQ(run_code, 200) << run.dump();
+  Invocation cli = Run({"--image", "test/py:1"}, {"python3", "-c", code});
+  ASSERT_EQ(cli.exit_code, 0) << cli.err << cli.out;
+  EXPECT_EQ(run.value("stdout", ""), "1234 /srv/app yes ID=smolbox-test\n") << run.dump();
+  EXPECT_EQ(run.value("stdout", ""), Stdout(cli));
+  // With no command, the image's Cmd runs, as it does through the CLI.
+  auto [cmd_code, cmd] = Post(*client, "/v1/run", nlohmann::json{{"backend", "ns"}, {"image", "test/py:1"}}.dump());
+  EXPECT_EQ(cmd_code, 200) << cmd.dump();
+  EXPECT_EQ(cmd.value("stdout", ""), "app 42\n") << cmd.dump();
+
+  auto [create_code, created] = Post(*client, "/v1/sandboxes", nlohmann::json{{"backend", "ns"}, {"image", "test/py:1"}}.dump());
+  ASSERT_EQ(create_code, 201) << created.dump();
+  std::string id = created.value("id", "");
+  auto exec = client->Post(("/v1/sandboxes/" + id + "/exec").c_str(), nlohmann::json{{"argv", {"python3", "-c", code}}}.dump(), "application/json");
+  ASSERT_TRUE(exec);
+  EXPECT_EQ(exec->status, 200) << exec->body;
+  std::string out;
+  for (const auto& line : NdjsonLines(exec->body)) {
+    if (line.value("type", "") == "stdout") out += line.value("data", "");
+  }
+  EXPECT_EQ(out, "1234 /srv/app yes ID=smolbox-test\n") << exec->body;
+  auto removed = client->Delete(("/v1/sandboxes/" + id).c_str());
+  ASSERT_TRUE(removed);
+  EXPECT_EQ(removed->status / 100, 2) << removed->body;
+
+  // A name the store does not hold is still refused, naming the field and the import.
+  auto [missing_code, missing] = Post(*client, "/v1/run", nlohmann::json{{"image", "test/absent:1"}, {"argv", {"true"}}}.dump());
+  EXPECT_EQ(missing_code, 400) << missing.dump();
+  EXPECT_EQ(missing["error"].value("field", ""), "image") << missing.dump();
+  EXPECT_NE(missing.dump().find("smolbox image import"), std::string::npos) << missing.dump();
+}
+
+// An image keeps its own trust store, not the host's; --ca-bundle's certificates follow its
+// bundle, which is read in the image's root: its absolute link leads to the image's file.
+TEST_F(ImageRun, an_image_keeps_its_own_trust_store_and_a_ca_bundle_joins_it) {
+  const std::string code = "import os; print(open('/etc/ssl/certs/ca-certificates.crt').read(), end=''); print(os.environ.get('SSL_CERT_FILE'))";
+  Invocation own = Run({"--image", "test/py:1"}, {"python3", "-c", code});
+  ASSERT_EQ(own.exit_code, 0) << own.err << own.out;
+  EXPECT_EQ(Stdout(own), "# the image's own trust store\nNone\n");
+  std::string ca = store_.path() + "/ca.pem";
+  ProgramRun made = RunProgram({"/usr/bin/openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
+                                "-nodes", "-days", "1", "-subj", "/CN=image test CA", "-keyout", store_.path() + "/ca-key.pem",
+                                "-out", ca});
+  ASSERT_EQ(made.exit_code, 0) << made.err;
+  Invocation joined = Run({"--image", "test/py:1", "--ca-bundle", ca},
+                          {"python3", "-c", "import os; print(open(os.environ['SSL_CERT_FILE']).read(), end='')"});
+  ASSERT_EQ(joined.exit_code, 0) << joined.err << joined.out;
+  EXPECT_EQ(Stdout(joined), "# the image's own trust store\n" + ReadFileOrEmpty(ca)) << joined.err;
 }
 
 TEST_F(ImageRun, bad_import_flags_are_errors_naming_the_flag) {

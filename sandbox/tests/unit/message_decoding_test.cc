@@ -206,6 +206,8 @@ TEST(DecodeMessage, names_the_message_and_a_field_of_the_wrong_kind) {
       {"setup message", "/volumes/1/read_only", "no",
        "setup message: volumes[1].read_only must be a bool"},
       {"setup message", "/cpus", "1", "setup message: cpus must be a finite number"},
+      {"setup message", "/ca_bundle", "-----BEGIN PRIVATE KEY-----\nAA\n-----END PRIVATE KEY-----\n",
+       "setup message: ca_bundle: line 1: a PRIVATE KEY block; a trust store takes CERTIFICATE blocks only"},
       {"restored message", "/realtime_sec", nullptr,
        "restored message: realtime_sec must be an integer"},
       {"result", "/stdout", 5, "result: stdout must be a string"},
@@ -355,7 +357,7 @@ TEST(EncodeMessages, keep_the_wire_format) {
             R"("peak_memory_bytes":5000000,"signal":9,"status":"memory_limit",)"
             R"("stderr_truncated":false,"stdout_truncated":true,"type":"exit","wall_ms":1000})");
   EXPECT_EQ(EncodeGuestSetup(SomeSetup()).header.dump(),
-            R"({"cpus":0.5,"egress":false,"gid":1000,"image_root":false,"memory_bytes":536870912,"pids":64,"type":"setup",)"
+            R"({"ca_bundle":"","cpus":0.5,"egress":false,"gid":1000,"image_root":false,"memory_bytes":536870912,"pids":64,"type":"setup",)"
             R"("uid":1000,"volumes":[{"read_only":true,"storage_dir":"","tag":"vol0",)"
             R"("target":"/in"},{"read_only":false,"storage_dir":"volumes/1","tag":"",)"
             R"("target":"/out"}],"workdir":"/work"})");

@@ -10,13 +10,14 @@ _LIMITS = ("memory_mib", "cpus", "pids", "storage_mib", "timeout_ms", "cpu_ms", 
 
 
 def _spec(argv=None, *, stdin=None, env=None, workdir=None, timeout=None, cpu_time=None, backend=None,
-          image=None, user=None, network=None, egress=None, **limits):
+          image=None, user=None, network=None, egress=None, ca_bundle=None, **limits):
     """A RunSpec from keyword arguments. Times are in seconds; sizes as the spec's own fields."""
     spec = {}
     if argv is not None:
         spec["argv"] = list(argv)
     for key, value in (("stdin", stdin), ("env", env), ("workdir", workdir), ("backend", backend),
-                       ("image", image), ("user", user), ("network", network), ("egress", egress)):
+                       ("image", image), ("user", user), ("network", network), ("egress", egress),
+                       ("ca_bundle", ca_bundle)):
         if value is not None:
             spec[key] = value
     spec_limits = {}
@@ -45,8 +46,8 @@ def run(argv, *, client=None, check=True, **options):
     """Runs argv in a fresh sandbox that is gone when this returns.
 
     options: stdin (str), env (dict), workdir, timeout and cpu_time (seconds), memory_mib, cpus,
-    pids, storage_mib, output_bytes, files, backend ("ns", "vm"), image, user, network, egress.
-    With check (the default), a limit hit raises its LimitExceeded (TimeoutExceeded, ...) and a
+    pids, storage_mib, output_bytes, files, backend ("ns", "vm"), image, user, network, egress,
+    ca_bundle (PEM text: certificates added to the sandbox's trust store). With check (the default), a limit hit raises its LimitExceeded (TimeoutExceeded, ...) and a
     setup failure SetupError; a non-zero exit is the code's own and is returned.
     """
     client = client or Client()

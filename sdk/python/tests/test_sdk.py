@@ -197,3 +197,17 @@ def _wait_for_running(client, n):
     while client.health()["execs_running"] != n:
         assert time.monotonic() < deadline, "the holder never started"
         time.sleep(0.05)
+
+
+def test_a_ca_bundle_joins_the_sandboxs_trust_store(client, tmp_path):
+    subprocess.run(["/usr/bin/openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
+                    "-nodes", "-days", "1", "-subj", "/CN=sdk test CA", "-keyout", str(tmp_path / "key.pem"),
+                    "-out", str(tmp_path / "ca.pem")], check=True, capture_output=True)
+    pem = (tmp_path / "ca.pem").read_text()
+    code = "import os; print(open(os.environ['SSL_CERT_FILE']).read().endswith(os.environ['PEM']))"
+    result = smolbox.run([PY, "-c", code], backend="ns", ca_bundle=pem, env={"PEM": pem}, client=client)
+    assert result.stdout == "True\n"
+    with pytest.raises(smolbox.ApiError) as raised:
+        smolbox.run([PY, "-c", "1"], backend="ns", ca_bundle=(tmp_path / "key.pem").read_text(), client=client)
+    assert raised.value.status == 400
+    assert raised.value.field == "ca_bundle"
