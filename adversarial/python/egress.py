@@ -1,13 +1,19 @@
 """Egress attacks, run on the test internet. Usage: egress.py CONTROL_URL MODE [ARGS...] MARKER
 
 First the control: GET CONTROL_URL, which the case's policy allows, printing "CONTROL ok" when
-the test server answers. A sandbox with no network at all cannot pass a case that way. Then
-the attack, which prints BREACH when what the policy forbids got through:
+the test server answers. A sandbox with no network at all cannot pass a case that way. An
+https:// control verifies the server's certificate as a client does by default (the system's
+trust store, SSL_CERT_FILE): it passes only in a sandbox that trusts the test CA. Then the
+attack, which prints BREACH when what the policy forbids got through:
 
   none                   the control alone (functional cases)
+  https URL              a GET of URL, verified by default: "HTTPS verified" or "HTTPS refused"
+                         with the reason (functional cases: the CA is trusted or it is not)
   resolve NAME           NAME resolves
   http URL [HOST]        the test server answers URL (with that Host header)
   tls ADDR PORT SNI      a TLS server answers a request made with that SNI
+  tls_verified ADDR PORT SNI   the same over a session verified against the trust store, for
+                         SNI as its name: real TLS, as a client that checks certificates makes it
   udp ADDR PORT          a UDP echo server echoes a datagram
   txt NAME               the resolver answers a TXT query for NAME
   dns_direct ADDR NAME   a DNS server other than the resolver answers an A query
@@ -41,7 +47,11 @@ def say(*parts):
 def get(url, host_header=None):
     """The body of GET url, or None; the test servers' answers start with server= or host-."""
     parts = urllib.parse.urlsplit(url)
-    connection = http.client.HTTPConnection(parts.hostname, parts.port or 80, timeout=TIMEOUT)
+    if parts.scheme == "https":
+        connection = http.client.HTTPSConnection(parts.hostname, parts.port or 443, timeout=TIMEOUT,
+                                                 context=ssl.create_default_context())
+    else:
+        connection = http.client.HTTPConnection(parts.hostname, parts.port or 80, timeout=TIMEOUT)
     try:
         connection.request("GET", parts.path or "/", headers={"Host": host_header or parts.netloc})
         return connection.getresponse().read().decode(errors="replace")
@@ -88,10 +98,29 @@ def http_attack(url, host_header=None):
         say(f"held: {url}")
 
 
-def tls(address, port, sni):
-    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-    context.check_hostname = False
-    context.verify_mode = ssl.CERT_NONE  # the test servers' certificate is self-signed
+def https(url):
+    parts = urllib.parse.urlsplit(url)
+    connection = http.client.HTTPSConnection(parts.hostname, parts.port or 443, timeout=TIMEOUT,
+                                             context=ssl.create_default_context())
+    try:
+        connection.request("GET", parts.path or "/")
+        body = connection.getresponse().read().decode(errors="replace")
+        say(f"HTTPS verified: {body.strip()}")
+    except ssl.SSLCertVerificationError as e:
+        say(f"HTTPS refused: {e.reason} ({e.verify_message})")
+    except (OSError, http.client.HTTPException) as e:
+        say(f"HTTPS failed: {type(e).__name__} {e}")
+    finally:
+        connection.close()
+
+
+def tls(address, port, sni, verified=False):
+    if verified:
+        context = ssl.create_default_context()
+    else:
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE  # any certificate: the handshake alone is the attack
     try:
         with socket.create_connection((address, int(port)), timeout=TIMEOUT) as raw:
             with context.wrap_socket(raw, server_hostname=sni) as sock:
@@ -244,7 +273,8 @@ def timed_download(url):
 def main():
     control_url, mode, *rest = ARGS
     control(control_url)
-    attacks = {"resolve": resolve, "http": http_attack, "tls": tls, "udp": udp, "txt": txt,
+    attacks = {"https": https, "resolve": resolve, "http": http_attack, "tls": tls,
+               "tls_verified": lambda *a: tls(*a, verified=True), "udp": udp, "txt": txt,
                "dns_direct": dns_direct, "upload": upload, "connections": connections, "timed_get": timed_get,
                "timed_download": timed_download}
     if mode != "none":

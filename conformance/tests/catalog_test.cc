@@ -453,6 +453,11 @@ TEST(LoadCatalog, reads_an_egress_cases_policy) {
   ASSERT_TRUE(catalog) << catalog.error().ToString();
   EXPECT_EQ(catalog->cases.at(0).egress->deny_cidr, (std::vector<std::string>{"192.0.2.20/32"}));
   EXPECT_EQ(catalog->cases.at(0).egress->net_limit, 2048);
+  EXPECT_FALSE(catalog->cases.at(0).egress->trust_test_ca);
+  c = EgressCase({{"allow_host", {"api.allowed.test"}}, {"trust_test_ca", true}});
+  catalog = LoadCatalog(dir.WriteCases(json::array({c})));
+  ASSERT_TRUE(catalog) << catalog.error().ToString();
+  EXPECT_TRUE(catalog->cases.at(0).egress->trust_test_ca);
   catalog = LoadCatalog(dir.WriteCases(json::array({MinimalCase()})));
   ASSERT_TRUE(catalog) << catalog.error().ToString();
   EXPECT_FALSE(catalog->cases.at(0).egress.has_value());
@@ -475,6 +480,7 @@ TEST(LoadCatalog, rejects_a_bad_egress_policy_naming_the_field) {
   const std::string named = "catalog: case \"egress.loop.python\": ";
   EXPECT_EQ(ErrorFor(EgressCase({{"allow_hosts", {"a.test"}}})), named + "egress: unknown field \"allow_hosts\"");
   EXPECT_EQ(ErrorFor(EgressCase({{"net", "yes"}})), named + "egress.net: must be true or false");
+  EXPECT_EQ(ErrorFor(EgressCase({{"net", true}, {"trust_test_ca", 1}})), named + "egress.trust_test_ca: must be true or false");
   EXPECT_EQ(ErrorFor(EgressCase({{"allow_host", "a.test"}})), named + "egress.allow_host: must be an array of strings");
   EXPECT_EQ(ErrorFor(EgressCase({{"allow_host", {"a.test", "b.test --net"}}})),
             named + "egress.allow_host[1]: must be a name or range without spaces");

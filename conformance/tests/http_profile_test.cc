@@ -106,6 +106,28 @@ TEST(HttpProfile, a_root_case_and_an_egress_policy_are_given_and_a_bare_case_has
   EXPECT_TRUE(profile.egress && !profile.egress->deny_cidr.empty()) << "smolbox:api can say deny_cidrs";
 }
 
+TEST(HttpProfile, a_case_that_trusts_the_test_ca_sends_its_pem_as_ca_bundle) {
+  Profile profile = Load("smolbox:api");
+  ASSERT_TRUE(profile.egress && !profile.egress->ca_bundle.empty()) << "smolbox:api can say ca_bundle";
+  TempDir dir;
+  const std::string pem = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n";
+  Case c = CsvCase();
+  c.egress = CaseEgress{false, {"api.allowed.test"}, {}, {}, {}, true};
+  Placement placement = CsvPlacement();
+  placement.test_ca_path = dir.Write("ca.pem", pem);
+  auto plan = RenderHttpPlan(profile, c, placement, kValues);
+  ASSERT_TRUE(plan) << plan.error().ToString();
+  EXPECT_EQ((*plan)["calls"][0]["body"]["ca_bundle"], pem);
+  c.egress->trust_test_ca = false;
+  EXPECT_FALSE(Plan(profile, c)["calls"][0]["body"].contains("ca_bundle"));
+  // A trusting case with no test internet to take the CA from is an error, not a run without it.
+  c.egress->trust_test_ca = true;
+  auto missing = RenderHttpPlan(profile, c, CsvPlacement(), kValues);
+  ASSERT_FALSE(missing);
+  EXPECT_NE(missing.error().ToString().find("ca_bundle: the case trusts the test CA, but there is no test internet"), std::string::npos)
+      << missing.error().ToString();
+}
+
 TEST(HttpProfile, smolvm_serve_creates_starts_execs_and_always_deletes_its_machine) {
   Profile profile = Load("smolvm-serve");
   EXPECT_TRUE(profile.syntax_only);

@@ -586,11 +586,38 @@ TEST(RenderCommand, renders_an_egress_policy_as_smolbox_flags) {
   EXPECT_EQ(Line(*profile).find("--allow"), std::string::npos);
 }
 
+// A case that trusts the test CA: smolbox takes its PEM file by --ca-bundle, null by the
+// variables clients read, and a profile with no words for it skips the case.
+TEST(RenderCommand, a_case_that_trusts_the_test_ca_gets_its_file_or_skips) {
+  ScopedEnv smolbox("SMOLBOX", "/bin/true");
+  Case trusting = EgressCase();
+  trusting.egress = CaseEgress{false, {"api.allowed.test"}, {}, {}, {}, true};
+  Placement placement = CsvPlacement();
+  placement.test_ca_path = "/inet/ca.pem";
+  auto profile = LoadProfile("smolbox:ns", kProfiles);
+  ASSERT_TRUE(profile) << profile.error().ToString();
+  EXPECT_EQ(fmt::format("{}", fmt::join(Render(*profile, trusting, placement), " ")),
+            "/bin/true run --json --backend ns --accel auto --image host -v /cat:/payload:ro"
+            " --allow-host api.allowed.test --ca-bundle /inet/ca.pem -w /work --"
+            " /usr/bin/python3 -u /payload/python/csv.py MARK");
+  EXPECT_EQ(Line(*profile, EgressCase()).find("--ca-bundle"), std::string::npos);
+  auto null = LoadProfile("null", kProfiles);
+  ASSERT_TRUE(null) << null.error().ToString();
+  EXPECT_EQ(CannotExpressEgress(*null, trusting), std::nullopt);
+  EXPECT_EQ(Render(*null, trusting, placement),
+            (Words{"/usr/bin/env", "SSL_CERT_FILE=/inet/ca.pem", "NODE_EXTRA_CA_CERTS=/inet/ca.pem", "/usr/bin/python3",
+                   "-u", "/cat/python/csv.py", "MARK"}));
+  auto smolvm = LoadProfile("smolvm", kProfiles);
+  ASSERT_TRUE(smolvm) << smolvm.error().ToString();
+  EXPECT_EQ(CannotExpressEgress(*smolvm, trusting),
+            "profile smolvm cannot express egress.trust_test_ca (its \"egress\" field has no words for it)");
+}
+
 TEST(RenderCommand, skips_egress_where_a_profile_cannot_express_it_and_runs_it_open_on_null) {
   auto null = LoadProfile("null", kProfiles);
   ASSERT_TRUE(null) << null.error().ToString();
   EXPECT_EQ(CannotExpressEgress(*null, EgressCase()), std::nullopt);
-  EXPECT_EQ(Render(*null, EgressCase()), (Words{"/usr/bin/python3", "-u", "/cat/python/csv.py", "MARK"}));
+  EXPECT_EQ(Render(*null, EgressCase()), (Words{"/usr/bin/env", "/usr/bin/python3", "-u", "/cat/python/csv.py", "MARK"}));
   json p = GoodProfile();
   auto bare = ParseProfile(p.dump(), "test.json");
   ASSERT_TRUE(bare) << bare.error().ToString();
@@ -626,7 +653,7 @@ TEST(RenderCommand, renders_a_case_for_null_on_host_paths) {
   auto profile = LoadProfile("null", kProfiles);
   ASSERT_TRUE(profile) << profile.error().ToString();
   EXPECT_EQ(Render(*profile),
-            (Words{"/usr/bin/python3", "-u", "/cat/python/csv.py", "/host/case/in/data.csv",
+            (Words{"/usr/bin/env", "/usr/bin/python3", "-u", "/cat/python/csv.py", "/host/case/in/data.csv",
                    "/host/case/work/x", "/host/canary", "MARK"}));
 }
 

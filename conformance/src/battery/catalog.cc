@@ -420,11 +420,12 @@ Expected<std::vector<std::string>> GetPolicyWords(const json& v, const std::stri
 }
 
 Expected<void> ParseEgress(const json& v, Case& c) {
-  SMOLBOX_TRY(CheckKeys(v, "egress", {"net", "allow_host", "allow_cidr", "deny_cidr", "net_limit"}));
+  SMOLBOX_TRY(CheckKeys(v, "egress", {"net", "allow_host", "allow_cidr", "deny_cidr", "net_limit", "trust_test_ca"}));
   CaseEgress egress;
-  if (v.contains("net")) {
-    SMOLBOX_ASSIGN_OR_RETURN(bool net, GetBool(v["net"], "egress.net"));
-    egress.net = net;
+  for (auto [key, out] : {std::pair{"net", &egress.net}, std::pair{"trust_test_ca", &egress.trust_test_ca}}) {
+    if (!v.contains(key)) continue;
+    SMOLBOX_ASSIGN_OR_RETURN(bool value, GetBool(v[key], FieldPath("egress", key)));
+    *out = value;
   }
   for (auto [key, out] : {std::pair{"allow_host", &egress.allow_host},
                           std::pair{"allow_cidr", &egress.allow_cidr},

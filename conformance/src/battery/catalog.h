@@ -35,9 +35,11 @@
 //                "allow_host": ["api.allowed.test:80"],  policy the sandbox is given (open
 //                "allow_cidr": ["192.0.2.10/32"],        egress, names, ranges); the case runs
 //                "deny_cidr": ["192.0.2.20/32"],         on the test internet (test_internet.h).
-//                "net_limit": 2048}                      Optional: ranges no allow reaches, and
-//                                                the bytes the sandbox may send in all
-//                                                (a profile without words for them skips)
+//                "net_limit": 2048,                      Optional: ranges no allow reaches,
+//                "trust_test_ca": true}                  the bytes the sandbox may send in all,
+//                                                and whether the sandbox trusts the test
+//                                                internet's CA (a profile without words for
+//                                                them skips)
 //   }]}
 #pragma once
 
@@ -106,6 +108,9 @@ struct CaseEgress {
   std::vector<std::string> allow_cidr;
   std::vector<std::string> deny_cidr;
   std::optional<int64_t> net_limit;
+  // The sandbox trusts the test internet's CA (its PEM is added to the sandbox's store), so that
+  // a client verifying TLS as it does by default can talk to the test servers.
+  bool trust_test_ca = false;
 };
 
 struct Case {

@@ -249,6 +249,7 @@ Placement Place(const Case& c, const CaseDir& dir, const CanarySet& canaries, co
   p.workdir_host = dir.Workdir();
   p.hints = canaries.hints();
   p.marker = RandomMarker();
+  if (options.internet) p.test_ca_path = options.internet->ca_path();
   return p;
 }
 

@@ -28,7 +28,7 @@ const std::vector<std::string>& ValueNames() {
   static const std::vector<std::string> names = [] {
     std::vector<std::string> all = {"argv",        "env",         "stdin",      "mounts",   "user",
                                     "net",         "allow_hosts", "allow_cidrs", "deny_cidrs", "net_limit",
-                                    "timeout_s",   "vcpus"};
+                                    "ca_bundle",   "timeout_s",   "vcpus"};
     all.insert(all.end(), kLimitNames.begin(), kLimitNames.end());
     return all;
   }();
@@ -226,6 +226,12 @@ json LimitValue(const std::string& name, int64_t value) {
   return value;
 }
 
+// The test CA's PEM, which the API takes as text where the CLI takes a file.
+Expected<std::string> ReadCaBundle(const std::string& path) {
+  if (path.empty()) return Fail("ca_bundle", "the case trusts the test CA, but there is no test internet");
+  return ReadTextFile(path, 1 << 20);
+}
+
 // The value {name} stands for in this case, or nullopt when the case has none.
 Expected<Rendered> Value(const std::string& name, const RenderContext& ctx) {
   const Case& c = ctx.c;
@@ -257,6 +263,11 @@ Expected<Rendered> Value(const std::string& name, const RenderContext& ctx) {
   if (name == "allow_cidrs") return list(egress.allow_cidr);
   if (name == "deny_cidrs") return list(egress.deny_cidr);
   if (name == "net_limit") return egress.net_limit ? Rendered{json(*egress.net_limit)} : Rendered{};
+  if (name == "ca_bundle") {
+    if (!egress.trust_test_ca) return Rendered{};
+    SMOLBOX_ASSIGN_OR_RETURN(auto pem, ReadCaBundle(ctx.placement.test_ca_path));
+    return json(std::move(pem));
+  }
   return Fail("", fmt::format("unknown placeholder {{{}}}", name));
 }
 
@@ -352,6 +363,7 @@ Expected<void> ParseHttpFields(const json& doc, Profile& p) {
     egress.allow_cidr = says("allow_cidrs");
     egress.deny_cidr = says("deny_cidrs");
     egress.net_limit = says("net_limit");
+    egress.ca_bundle = says("ca_bundle");
     p.egress = std::move(egress);
   }
   return {};

@@ -33,10 +33,12 @@
 //               "allow_host": ["--allow-host", "{host}"],   when it opens the network, one
 //               "allow_cidr": ["--allow-cidr", "{cidr}"],   "allow_host" per name and one
 //               "deny_cidr": ["--deny-cidr", "{cidr}"],     "allow_cidr" per range. These three
-//               "net_limit": ["--net-limit", "{bytes}"]}    are required, and may be empty
-//                                             (null: nothing to say). Without the field, egress
-//                                             cases skip. "deny_cidr" (one per range) and
-//                                             "net_limit" are optional: a case that needs one
+//               "net_limit": ["--net-limit", "{bytes}"],    are required, and may be empty
+//               "ca_bundle": ["--ca-bundle", "{path}"]}     (null: nothing to say). Without
+//                                             the field, egress cases skip. "deny_cidr" (one
+//                                             per range), "net_limit" and "ca_bundle" (the
+//                                             test CA's PEM file on the host, for a case that
+//                                             trusts it) are optional: a case that needs one
 //                                             the profile lacks skips.
 //
 // Placeholders: {argv...} {mounts...} {env...} {limits...} {stdin...} {user...} {egress...}
@@ -47,7 +49,8 @@
 // {vcpus} (whole CPUs, rounded up), {pids}, {storage_mib}, {output_bytes}, {files} and the
 // variables ({backend}, {smolbox}) expand in place anywhere; {source} {target} only in "mount",
 // {key} {value} only in "env", {host} only in "egress.allow_host", {cidr} only in
-// "egress.allow_cidr" and "egress.deny_cidr", {bytes} only in "egress.net_limit". A limit
+// "egress.allow_cidr" and "egress.deny_cidr", {bytes} only in "egress.net_limit", {path} only in
+// "egress.ca_bundle". A limit
 // placeholder takes the case's value or the RunSpec default. Every limit must be mapped (in
 // "limits", "limit_args" or by a placeholder in "command") or listed in "unsupported".
 //
@@ -73,6 +76,7 @@ struct EgressTemplates {
   std::vector<std::string> allow_cidr;  // with {cidr}
   std::vector<std::string> deny_cidr;   // with {cidr}; empty: cannot be expressed
   std::vector<std::string> net_limit;   // with {bytes}; empty: cannot be expressed
+  std::vector<std::string> ca_bundle;   // with {path}; empty: cannot be expressed
 };
 
 // One request of an http profile's case (launch/http_profile.h).
@@ -141,6 +145,7 @@ struct Placement {
   std::string workdir_host;                           // for host_paths profiles
   std::map<std::string, std::string> hints;           // canary hints for {name} in args
   std::string marker;                                 // appended as the last argv word
+  std::string test_ca_path;  // the test internet's CA (PEM), for a case that trusts it
 };
 
 // The full command line for this case under this profile: the limit wrappers (in the order of

@@ -75,7 +75,7 @@ Expected<void> ParseMountTemplates(const json& v, Profile& p) {
 }
 
 Expected<void> ParseEgressTemplates(const json& v, Profile& p) {
-  SMOLBOX_TRY(CheckKeys(v, "egress", {"net", "allow_host", "allow_cidr", "deny_cidr", "net_limit"}));
+  SMOLBOX_TRY(CheckKeys(v, "egress", {"net", "allow_host", "allow_cidr", "deny_cidr", "net_limit", "ca_bundle"}));
   EgressTemplates egress;
   for (auto [key, out] : {std::pair{"net", &egress.net}, std::pair{"allow_host", &egress.allow_host},
                           std::pair{"allow_cidr", &egress.allow_cidr}}) {
@@ -83,8 +83,9 @@ Expected<void> ParseEgressTemplates(const json& v, Profile& p) {
     SMOLBOX_ASSIGN_OR_RETURN(auto words, GetStringArray(v[key], FieldPath("egress", key)));
     *out = std::move(words);
   }
-  // Optional: most sandboxes have no deny rule or byte cap, and their cases skip there.
-  for (auto [key, out] : {std::pair{"deny_cidr", &egress.deny_cidr}, std::pair{"net_limit", &egress.net_limit}}) {
+  // Optional: most sandboxes have no deny rule, byte cap or CA flag, and their cases skip there.
+  for (auto [key, out] : {std::pair{"deny_cidr", &egress.deny_cidr}, std::pair{"net_limit", &egress.net_limit},
+                          std::pair{"ca_bundle", &egress.ca_bundle}}) {
     if (!v.contains(key)) continue;
     SMOLBOX_ASSIGN_OR_RETURN(auto words, GetStringArray(v[key], FieldPath("egress", key)));
     *out = std::move(words);
@@ -272,6 +273,7 @@ Expected<void> CheckTemplates(const Profile& p) {
     SMOLBOX_TRY(CheckTemplate(p.egress->allow_cidr, "egress.allow_cidr", with({"cidr"}), false));
     SMOLBOX_TRY(CheckTemplate(p.egress->deny_cidr, "egress.deny_cidr", with({"cidr"}), false));
     SMOLBOX_TRY(CheckTemplate(p.egress->net_limit, "egress.net_limit", with({"bytes"}), false));
+    SMOLBOX_TRY(CheckTemplate(p.egress->ca_bundle, "egress.ca_bundle", with({"path"}), false));
   }
   std::vector<std::string> variables;
   for (const auto& [name, unused] : p.variables) variables.push_back(name);
@@ -305,7 +307,7 @@ Expected<void> CheckExpansions(const Profile& p) {
                       "user"},
                  Pair{"{egress...}",
                       p.egress && (!p.egress->net.empty() || !p.egress->allow_host.empty() ||
-                                   !p.egress->allow_cidr.empty()),
+                                   !p.egress->allow_cidr.empty() || !p.egress->ca_bundle.empty()),
                       "egress"}}) {
     size_t uses = CountWord(p.command, x.word);
     if (uses > 1) return Fail("command", fmt::format("uses {} more than once", x.word));

@@ -172,7 +172,7 @@ Expected<std::vector<std::string>> LimitWords(const Profile& profile, const Case
 }
 
 Expected<std::vector<std::string>> EgressWords(const Profile& profile, const Case& c,
-                                               const Values& values) {
+                                               const Placement& placement, const Values& values) {
   std::vector<std::string> out;
   if (!c.egress || !profile.egress) return out;
   auto add = [&](const std::vector<std::string>& words, Values extra) -> Expected<void> {
@@ -187,6 +187,7 @@ Expected<std::vector<std::string>> EgressWords(const Profile& profile, const Cas
   if (c.egress->net_limit) {
     SMOLBOX_TRY(add(profile.egress->net_limit, {{"bytes", std::to_string(*c.egress->net_limit)}}));
   }
+  if (c.egress->trust_test_ca) SMOLBOX_TRY(add(profile.egress->ca_bundle, {{"path", placement.test_ca_path}}));
   return out;
 }
 
@@ -202,7 +203,7 @@ Expected<std::vector<std::string>> MultiWord(const std::string& name, const Prof
     return words == profile.user_args.end() ? std::vector<std::string>{} : Expand(words->second, values);
   }
   if (name == "stdin..." && c.stdin_data) return Expand(profile.stdin_args, values);
-  if (name == "egress...") return EgressWords(profile, c, values);
+  if (name == "egress...") return EgressWords(profile, c, placement, values);
   return std::vector<std::string>{};  // no stdin; {variant...} was settled by the parser
 }
 
@@ -260,7 +261,8 @@ std::optional<std::string> CannotExpressEgress(const Profile& profile, const Cas
        {std::tuple{c.egress->net, &t.net, "net"}, std::tuple{!c.egress->allow_host.empty(), &t.allow_host, "allow_host"},
         std::tuple{!c.egress->allow_cidr.empty(), &t.allow_cidr, "allow_cidr"},
         std::tuple{!c.egress->deny_cidr.empty(), &t.deny_cidr, "deny_cidr"},
-        std::tuple{c.egress->net_limit.has_value(), &t.net_limit, "net_limit"}}) {
+        std::tuple{c.egress->net_limit.has_value(), &t.net_limit, "net_limit"},
+        std::tuple{c.egress->trust_test_ca, &t.ca_bundle, "trust_test_ca"}}) {
     if (needed && words->empty()) {
       return fmt::format("profile {} cannot express egress.{} (its \"egress\" field has no words for it)", profile.name, field);
     }
