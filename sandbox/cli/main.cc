@@ -55,7 +55,7 @@ struct Flag {
 
 struct RunFlags {
   Flag backend, accel, image, timeout, cpu_time, mem, cpus, pids, storage, output_limit, files;
-  Flag workdir, user, stdin_file, spec_file, volume_root;
+  Flag workdir, user, stdin_file, spec_file, volume_root, entrypoint;
   std::vector<std::string> env, volumes, command, ca_bundles;
   bool json = false;
   bool interactive = false;
@@ -235,6 +235,10 @@ void AddRunCommand(CLI::App& app, RunFlags& f) {
   // read -v as --volume.
   run->positionals_at_end();
   AddSpecOptions(*run, f);
+  AddFlag(*run, "--entrypoint", f.entrypoint,
+          "run PROGRAM in place of the image's Entrypoint, with the command after -- as its "
+          "arguments and the image's Cmd not used, as docker does; \"\" for none",
+          "PROGRAM");
   AddTimeLimitOptions(*run, f);
   AddSizeLimitOptions(*run, f);
   AddEgressOptions(*run, f);
@@ -483,12 +487,17 @@ Expected<void> AddCaBundles(const std::vector<std::string>& files, smolbox::Sand
   return {};
 }
 
-Expected<smolbox::RunSpec> BuildSpec(const RunFlags& f) {
+// The spec the flags (and --spec) describe, its image resolved; for_run is false for create,
+// which refuses what only a run has.
+Expected<smolbox::RunSpec> BuildSpec(const RunFlags& f, bool for_run = true) {
   smolbox::RunSpec spec;
   if (f.spec_file) {
     SMOLBOX_ASSIGN_OR_RETURN(auto text, ReadTextFile(f.spec_file.value, kMaxSpecBytes, "--spec"));
     SMOLBOX_ASSIGN_OR_RETURN(auto parsed, smolbox::ParseRunSpec(text, fmt::format("spec file {}", f.spec_file.value)));
     spec = std::move(parsed);
+    if (!for_run && spec.exec.entrypoint) {
+      return Fail("entrypoint", "is a run's; a sandbox's execs each bring their own command");
+    }
   }
   if (f.volume_root) {
     SMOLBOX_ASSIGN_OR_RETURN(spec.sandbox.volume_root, Absolute(f.volume_root.value, "--volume-root"));
@@ -500,6 +509,9 @@ Expected<smolbox::RunSpec> BuildSpec(const RunFlags& f) {
     SMOLBOX_TRY(ok);
   }
   if (!f.command.empty()) spec.exec.argv = f.command;
+  if (f.entrypoint) {
+    spec.exec.entrypoint = f.entrypoint.value.empty() ? std::vector<std::string>{} : std::vector<std::string>{f.entrypoint.value};
+  }
   if (f.no_snapshot) spec.sandbox.vm_snapshot = false;
   // The image's User and WorkingDir, unless the flags or the spec file named their own.
   smolbox::image::CallerChoices given;
@@ -582,7 +594,7 @@ int Create(const RunFlags& flags, const SandboxFlags& s) {
   if (!flags.command.empty()) {
     return RefuseInput(Error::Field("command", "create takes none; smolbox exec runs one"), s.json);
   }
-  auto spec = BuildSpec(flags);
+  auto spec = BuildSpec(flags, /*for_run=*/false);
   if (!spec) return RefuseInput(spec.error(), s.json);
   // What the flags say of an exec is each exec's default; the command comes with each exec,
   // which checks it. A --spec file's command is a run's, not the sandbox's.

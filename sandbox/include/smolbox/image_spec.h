@@ -23,7 +23,8 @@ struct CallerChoices {
 // - Env: each variable the spec does not set itself;
 // - WorkingDir: the exec's working directory, unless the exec or the caller names one;
 // - Entrypoint and Cmd: the command is Entrypoint followed by the spec's argv, or by Cmd when
-//   the spec gives none;
+//   the spec gives none; the spec's own entrypoint (--entrypoint) replaces Entrypoint, and Cmd
+//   is then not used, as docker does;
 // - User, unless the caller named one: a name or a number, looked up in the image's own /etc/passwd (and
 //   /etc/group), read without following a link; a number not listed there keeps its own value
 //   as the GID.
@@ -34,7 +35,7 @@ Expected<ImageInfo> ApplyStoreImage(const ImageStore& store, RunSpec& spec, cons
 
 // The one step by which every front end (the CLI, the API, MCP) resolves a spec's image: a
 // store reference becomes the image's rootfs with its config applied (ApplyStoreImage), and
-// "host" or a rootfs directory is left as it is. A user or a working directory the spec itself
+// "host" or a rootfs directory is left as it is, but for an entrypoint put in front of argv. A user or a working directory the spec itself
 // names, other than the defaults, counts as the caller's choice, as a flag does.
 Expected<void> ResolveSpecImage(RunSpec& spec, CallerChoices given = {});
 

@@ -106,6 +106,9 @@ struct SandboxSpec {
 
 struct ExecSpec {
   std::vector<std::string> argv;
+  // Replaces an image's Entrypoint, as docker's --entrypoint does (empty: none), and then its
+  // Cmd is not used either; image::ResolveSpecImage puts it in front of argv and clears it.
+  std::optional<std::vector<std::string>> entrypoint;
   std::optional<std::string> stdin_data;  // bytes fed to the workload's stdin
   std::optional<std::string> stdin_file;  // or a host file read at run time
   std::map<std::string, std::string> env;

@@ -54,6 +54,9 @@ Expected<RunSpec> ParseCreateRequest(const std::string& body, const std::string&
     return std::unexpected(Error::Field("argv", "a sandbox is created without a command; each exec brings its own"));
   }
   if (spec.exec.stdin_data) return std::unexpected(Error::Field("stdin", "is an exec's, not a sandbox's"));
+  if (spec.exec.entrypoint) {
+    return std::unexpected(Error::Field("entrypoint", "is a run's; a sandbox's execs each bring their own command"));
+  }
   // As smolbox create does: the image's config gives each exec's defaults, and each exec brings
   // its own command.
   SMOLBOX_TRY(image::ResolveSpecImage(spec));

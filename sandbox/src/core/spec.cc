@@ -267,6 +267,12 @@ Expected<void> SetArgv(const json& v, const std::string& path, ExecSpec& out) {
   return {};
 }
 
+Expected<void> SetEntrypoint(const json& v, const std::string& path, ExecSpec& out) {
+  SMOLBOX_ASSIGN_OR_RETURN(auto words, GetStringArray(v, path));
+  out.entrypoint = std::move(words);
+  return {};
+}
+
 Expected<void> SetEnv(const json& v, const std::string& path, ExecSpec& out) {
   auto env = GetStringMap(v, path);
   SMOLBOX_TRY(env);
@@ -298,6 +304,7 @@ const FieldTable<RunSpec>& SpecFields() {
       {"accel", kInSandbox<SetAccel>},
       {"image", kInSandbox<SetString<&SandboxSpec::image, SandboxSpec>>},
       {"argv", kInExec<SetArgv>},
+      {"entrypoint", kInExec<SetEntrypoint>},
       {"stdin", kInExec<SetOptionalString<&ExecSpec::stdin_data, ExecSpec>>},
       {"stdin_file", kInExec<SetOptionalString<&ExecSpec::stdin_file, ExecSpec>>},
       {"env", kInExec<SetEnv>},
@@ -431,6 +438,8 @@ Expected<void> CheckLimits(const ExecLimits* e, const SandboxLimits* s) {
 }
 
 Expected<void> CheckArgv(const ExecSpec& spec) {
+  // Never dropped: a front end that skipped the image step fails rather than running argv alone.
+  if (spec.entrypoint) return Fail("entrypoint", "was not applied: the image step (image::ResolveSpecImage) puts it in front of argv");
   if (spec.argv.empty() || spec.argv[0].empty()) return Fail("argv", "the command is empty");
   for (size_t i = 0; i < spec.argv.size(); ++i) {
     if (HasNul(spec.argv[i])) return Fail(fmt::format("argv[{}]", i), "contains a NUL byte");

@@ -115,10 +115,12 @@ Expected<ImageInfo> ApplyStoreImage(const ImageStore& store, RunSpec& spec, cons
     spec.exec.env.try_emplace(entry.substr(0, equals), entry.substr(equals + 1));
   }
   if (!given.workdir && !spec.exec.workdir && !config.working_dir.empty()) spec.exec.workdir = config.working_dir;
-  std::vector<std::string> argv = config.entrypoint;
-  const std::vector<std::string>& rest = spec.exec.argv.empty() ? config.cmd : spec.exec.argv;
+  // As docker: the caller's entrypoint replaces the image's and drops its Cmd with it.
+  std::vector<std::string> argv = spec.exec.entrypoint.value_or(config.entrypoint);
+  const std::vector<std::string>& rest = spec.exec.argv.empty() && !spec.exec.entrypoint ? config.cmd : spec.exec.argv;
   argv.insert(argv.end(), rest.begin(), rest.end());
   spec.exec.argv = std::move(argv);
+  spec.exec.entrypoint.reset();
   if (!given.user && !config.user.empty()) {
     SMOLBOX_ASSIGN_OR_RETURN(spec.sandbox.user, ResolveImageUser(spec.sandbox.image, config.user));
   }
@@ -126,7 +128,14 @@ Expected<ImageInfo> ApplyStoreImage(const ImageStore& store, RunSpec& spec, cons
 }
 
 Expected<void> ResolveSpecImage(RunSpec& spec, CallerChoices given) {
-  if (!IsStoreReference(spec.sandbox.image)) return {};
+  if (!IsStoreReference(spec.sandbox.image)) {
+    // No image config: an entrypoint is just the front of the command.
+    if (spec.exec.entrypoint) {
+      spec.exec.argv.insert(spec.exec.argv.begin(), spec.exec.entrypoint->begin(), spec.exec.entrypoint->end());
+      spec.exec.entrypoint.reset();
+    }
+    return {};
+  }
   given.user = given.user || spec.sandbox.user != WorkloadUser::Sandbox();
   given.workdir = given.workdir || spec.sandbox.workdir != SandboxSpec{}.workdir;
   SMOLBOX_TRY(ApplyStoreImage(spec, given));

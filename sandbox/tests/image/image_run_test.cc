@@ -114,6 +114,50 @@ TEST_F(ImageRun, the_entrypoint_takes_cmd_or_the_command_as_its_arguments) {
   EXPECT_NE(Stdout(args).find("Uid:\t4321"), std::string::npos) << Stdout(args);
 }
 
+// As docker's --entrypoint: the caller's program replaces the image's Entrypoint, the image's
+// Cmd goes with it, and "" leaves the command alone.
+TEST_F(ImageRun, entrypoint_replaces_the_images_and_drops_its_cmd_as_dockers_does) {
+  Invocation tool = Run({"--image", "test/tool:tool", "--entrypoint", "/bin/tool"}, {"/proc/self/status"});
+  ASSERT_EQ(tool.exit_code, 0) << tool.err << tool.out;
+  EXPECT_NE(Stdout(tool).find("Uid:\t4321"), std::string::npos) << Stdout(tool);
+  Invocation alone = Run({"--image", "test/tool:tool", "--entrypoint", ""}, {"/bin/tool", "/etc/os-release"});
+  ASSERT_EQ(alone.exit_code, 0) << alone.err << alone.out;
+  EXPECT_EQ(Stdout(alone), "ID=tool\n");
+  // Neither Entrypoint nor Cmd: there is no command at all.
+  Invocation nothing = Run({"--image", "test/tool:tool", "--entrypoint", ""});
+  EXPECT_EQ(nothing.exit_code, 125) << nothing.err << nothing.out;
+  EXPECT_NE(nothing.err.find("argv: the command is empty"), std::string::npos) << nothing.err;
+  Invocation python = Run({"--image", "test/py:1", "--entrypoint", "python3"}, {"-c", "print(7)"});
+  ASSERT_EQ(python.exit_code, 0) << python.err << python.out;
+  EXPECT_EQ(Stdout(python), "7\n");
+  // Cmd (python3 main.py, which prints "app 42") is dropped: python3 reads its empty stdin.
+  Invocation no_cmd = Run({"--image", "test/py:1", "--entrypoint", "python3"});
+  ASSERT_EQ(no_cmd.exit_code, 0) << no_cmd.err << no_cmd.out;
+  EXPECT_EQ(Stdout(no_cmd), "");
+  // Without an image config it is the front of the command.
+  Invocation host = Smolbox({"run", "--json", "--backend", "ns", "--entrypoint", "/usr/bin/python3", "--", "-c", "print(8)"});
+  ASSERT_EQ(host.exit_code, 0) << host.err << host.out;
+  EXPECT_EQ(Stdout(host), "8\n");
+  // create has no command of its own to put it in front of.
+  Invocation create = Smolbox({"create", "box-entrypoint", "--backend", "ns", "--entrypoint", "python3"});
+  EXPECT_NE(create.exit_code, 0);
+  EXPECT_NE(create.err.find("--entrypoint"), std::string::npos) << create.err;
+
+  ApiServer server({}, "", {"SMOLBOX_IMAGE_STORE=" + store_.path() + "/store"});
+  ASSERT_FALSE(server.socket_path().empty()) << server.process().err();
+  auto client = server.Client();
+  nlohmann::json spec = {{"backend", "ns"}, {"image", "test/py:1"}, {"entrypoint", {"python3"}}, {"argv", {"-c", "print(7)"}}};
+  auto [run_code, run] = Post(*client, "/v1/run", spec.dump());
+  ASSERT_EQ(run_code, 200) << run.dump();
+  EXPECT_EQ(run.value("stdout", ""), "7\n") << run.dump();
+  auto [bad_code, bad] = Post(*client, "/v1/run", nlohmann::json{{"image", "test/py:1"}, {"entrypoint", "python3"}}.dump());
+  EXPECT_EQ(bad_code, 400) << bad.dump();
+  EXPECT_EQ(bad["error"].value("field", ""), "entrypoint") << bad.dump();
+  auto [create_code, created] = Post(*client, "/v1/sandboxes", nlohmann::json{{"backend", "ns"}, {"image", "test/py:1"}, {"entrypoint", {"python3"}}}.dump());
+  EXPECT_EQ(create_code, 400) << created.dump();
+  EXPECT_EQ(created["error"].value("field", ""), "entrypoint") << created.dump();
+}
+
 TEST_F(ImageRun, the_layers_whiteout_and_opaque_directory_hold_in_the_sandbox) {
   Invocation run = Run({"--image", "test/py:1"}, {"python3", "-c", "import os; print(os.path.exists('/srv/app/deleted.txt'), sorted(os.listdir('/srv/data')))"});
   ASSERT_EQ(run.exit_code, 0) << run.err;

@@ -89,6 +89,18 @@ TEST(ParseRunSpec, reads_stdin_file) {
   EXPECT_EQ(spec->exec.stdin_file, "/tmp/in");
 }
 
+TEST(ParseRunSpec, reads_an_entrypoint_which_validation_refuses_unless_the_image_step_applied_it) {
+  auto spec = ParseRunSpec(R"({"entrypoint": ["python3", "-u"], "argv": ["main.py"]})");
+  ASSERT_TRUE(spec) << spec.error().ToString();
+  EXPECT_EQ(spec->exec.entrypoint, (std::vector<std::string>{"python3", "-u"}));
+  auto none = ParseRunSpec(R"({"entrypoint": []})");
+  ASSERT_TRUE(none);
+  EXPECT_EQ(none->exec.entrypoint, std::vector<std::string>{});
+  EXPECT_EQ(ParseError(R"({"entrypoint": "python3"})"), "entrypoint: must be an array of strings");
+  // Never dropped: a spec that reaches validation with it is refused.
+  EXPECT_NE(ErrorOf(ValidateRunSpec(*spec)).find("entrypoint: was not applied"), std::string::npos);
+}
+
 TEST(ParseRunSpec, reads_null_as_unset_for_optional_fields) {
   auto spec = ParseRunSpec(R"({"stdin": null, "stdin_file": null, "limits": {"cpu_ms": null}})");
   ASSERT_TRUE(spec) << spec.error().ToString();
