@@ -8,6 +8,8 @@ Run by TestInternet inside a network namespace, one process per namespace:
 
 It prints "ready" once every socket is bound, then serves until killed. The addresses come from
 TestInternet, so that the topology is written down in one place only (test_internet.cc).
+GET /files/PATH answers the file DIR/files/PATH (PATH/index.html for a directory) that a test put
+there: a package registry's documents, say.
 
   servers.py query 203.0.113.53 api.allowed.test A   ->  NOERROR 192.0.2.10
   servers.py query 203.0.113.53 nope.test A          ->  NXDOMAIN
@@ -63,6 +65,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
             return self.send_body(self.server.fixed_body.encode())
         if self.command == "GET" and self.path.startswith("/bytes/"):
             return self.send_bytes(self.path[len("/bytes/"):])
+        if self.command in ("GET", "HEAD") and self.path.startswith("/files/"):
+            return self.send_file(self.path[len("/files/"):])
         words = ["server=" + self.connection.getsockname()[0]]
         if isinstance(self.connection, ssl.SSLSocket):
             words.append("sni=" + (getattr(self.connection, "sni_name", None) or "none"))
@@ -72,6 +76,30 @@ class Handler(http.server.BaseHTTPRequestHandler):
     def send_body(self, body, status=200):
         self.send_response(status)
         self.send_header("Content-Type", "text/plain")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(body)
+
+    def send_file(self, relative):
+        """A file the test put below the state's files/: no "..", and not a link itself."""
+        relative = relative.split("?", 1)[0].split("#", 1)[0]
+        parts = [p for p in relative.split("/") if p]
+        if any(p in (".", "..") for p in parts):
+            return self.send_body(b"no such file\n", status=404)
+        path = os.path.join(self.server.files_dir, *parts)
+        if os.path.isdir(path):
+            path = os.path.join(path, "index.html")
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+        except OSError:
+            return self.send_body(b"no such file\n", status=404)
+        with os.fdopen(fd, "rb") as f:
+            body = f.read()
+        kind = {".html": "text/html", ".tgz": "application/octet-stream", ".whl": "application/octet-stream"}
+        content_type = "application/json" if body.startswith(b"{") else kind.get(os.path.splitext(path)[1], "text/plain")
+        self.send_response(200)
+        self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
         if self.command != "HEAD":
@@ -102,6 +130,7 @@ class Server(http.server.ThreadingHTTPServer):
     request_queue_size = 128
     allow_reuse_address = True
     fixed_body = None
+    files_dir = "/nonexistent"  # serve() names the state's files/
 
     def __init__(self, endpoint):
         self.address_family = socket.AF_INET6 if ":" in endpoint[0] else socket.AF_INET
@@ -178,6 +207,7 @@ def serve(args):
         server = Server(split_endpoint(endpoint))
         server.fixed_body = body
         loops.append(server.serve_forever)
+    Server.files_dir = os.path.join(args.state, "files")
     for loop in loops:
         threading.Thread(target=loop, daemon=True).start()
     # Every socket is bound and listening: a client may connect from now on.

@@ -322,6 +322,47 @@ TEST_P(Egress, https_verifies_with_the_ca_bundle_in_the_store_and_fails_without_
   EXPECT_EQ(Lines(node_without), (std::vector<std::string>{"FAILED UNABLE_TO_VERIFY_LEAF_SIGNATURE"})) << Describe(node_without);
 }
 
+// The seeds' package-manager workflow: the real npm and pip from Debian install into a project
+// mounted rw, through --allow-host, over HTTPS verified by the test CA, from a minimal npm
+// registry and PyPI simple index on the test internet (make_registries.py).
+TEST_P(Egress, npm_and_pip_install_into_the_project_from_registries_over_https) {
+  const std::string files = internet().state_dir() + "/files";
+  const std::string base = "https://api.allowed.test/files";
+  auto made = RunProgram({kPython, std::string(SMOLBOX_EGRESS_TEST_DIR) + "/make_registries.py", files, base});
+  ASSERT_EQ(made.exit_code, 0) << made.err;
+  TempDir project("egress-project");
+  WriteFile(project.path() + "/package.json", R"({"name": "proj", "version": "1.0.0"})");
+  chmod(project.path().c_str(), 0777);  // the sandbox's user writes node_modules and lib there
+  auto run = [&](const std::vector<std::string>& argv) {
+    std::vector<std::string> args = {"run", "--json"};
+    for (const std::string& flag : Backend()) args.push_back(flag);
+    for (const std::string& flag : {std::string("--timeout"), std::string("120s"), std::string("--allow-host"),
+                                    std::string("api.allowed.test"), std::string("--egress-netns"),
+                                    internet().uplink_netns_path(), std::string("--dns-server"), internet().dns_server(),
+                                    std::string("--ca-bundle"), internet().ca_path(), std::string("-v"),
+                                    project.path() + ":/work", std::string("-e"), std::string("HOME=/tmp")})
+      args.push_back(flag);
+    args.push_back("--");
+    args.insert(args.end(), argv.begin(), argv.end());
+    return RunSmolboxInClient(args);
+  };
+  auto npm = run({"/usr/bin/npm", "install", "--registry", base + "/npm/", "--no-audit", "--no-fund", "--cache",
+                  "/tmp/npm-cache", "smolpad"});
+  ASSERT_EQ(npm.result.value("exit_code", -1), 0) << Describe(npm) << internet().ServerLog();
+  EXPECT_NE(ReadFileOrEmpty(project.path() + "/node_modules/smolpad/index.js").find("padStart"), std::string::npos);
+  EXPECT_NE(ReadFileOrEmpty(project.path() + "/package.json").find("\"smolpad\""), std::string::npos)
+      << "npm install records the dependency in the project";
+  auto pip = run({kPython, "-m", "pip", "install", "--no-cache-dir", "--disable-pip-version-check", "--index-url",
+                  base + "/pypi/simple/", "--target", "/work/lib", "smolpkg"});
+  ASSERT_EQ(pip.result.value("exit_code", -1), 0) << Describe(pip) << internet().ServerLog();
+  EXPECT_NE(ReadFileOrEmpty(project.path() + "/lib/smolpkg/__init__.py").find("def pad"), std::string::npos);
+  // And what they installed runs, from the project.
+  auto used = run({"/bin/sh", "-c",
+                   "cd /work && /usr/bin/node -e \"console.log(require('smolpad')(7, 3))\" && "
+                   "PYTHONPATH=/work/lib /usr/bin/python3 -c 'import smolpkg; print(smolpkg.pad(8, 3))'"});
+  EXPECT_EQ(Lines(used), (std::vector<std::string>{"..7", "..8"})) << Describe(used);
+}
+
 // The host image carries the host's CA trust store read-only (the vm's, as its rootfs was built
 // from this host), and no private key directory with it.
 TEST_P(Egress, the_host_image_has_the_hosts_ca_store_read_only_and_no_private_keys) {
