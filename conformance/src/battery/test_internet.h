@@ -28,7 +28,8 @@
 //     txt.allowed.test       TXT "exfil"
 // HTTP: `GET /` answers `server=<local address> host=<Host>`; `GET /bytes/N` answers N bytes
 // (up to 1 GiB, streamed); `GET /files/PATH` answers state_dir()/files/PATH (a directory's
-// index.html), which a test writes there (a package registry's documents). TLS, with a certificate of its own test CA (cert_path(), ca_path()), answers any
+// index.html), which a test writes there (a package registry's documents). TLS, with a
+// certificate of its own test CA (cert_path(), ca_path()), answers those the same, and any other
 // request with `server=<addr> sni=<name or none> host=<Host>`.
 //
 // The uplink (sbx-uplink-XXXX): 198.18.0.1/30 and 2001:db8:ff::1/64 on a veth to the internet,

@@ -35,8 +35,9 @@ Expected<ImageInfo> ApplyStoreImage(const ImageStore& store, RunSpec& spec, cons
 
 // The one step by which every front end (the CLI, the API, MCP) resolves a spec's image: a
 // store reference becomes the image's rootfs with its config applied (ApplyStoreImage), and
-// "host" or a rootfs directory is left as it is, but for an entrypoint put in front of argv. A user or a working directory the spec itself
-// names, other than the defaults, counts as the caller's choice, as a flag does.
+// "host" or a rootfs directory is left as it is, but for an entrypoint, put in front of argv. A
+// user or a working directory the spec itself names, other than the defaults, counts as the
+// caller's choice, as a flag does.
 Expected<void> ResolveSpecImage(RunSpec& spec, CallerChoices given = {});
 
 // An image's User ("app", "1234", "app:staff", "1234:50") as ids, by the rootfs's /etc/passwd
