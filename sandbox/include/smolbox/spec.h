@@ -132,6 +132,9 @@ struct RunSpec {
 // document in errors about the document as a whole ("spec file job.json: malformed JSON ...",
 // "...: nesting deeper than 32 levels"). The document's "workdir" is the sandbox's.
 Expected<RunSpec> ParseRunSpec(const std::string& json_text, std::string_view origin = "spec");
+// Every field ParseRunSpec reads, the limits' as "limits.NAME": what a test of the front ends
+// walks, so that a field added later without a path through each of them fails it.
+std::vector<std::string> RunSpecFieldNames();
 // Checks ranges, paths and combinations; does not touch the host except to stat the image,
 // the volume sources and the stdin file. Errors name the spec's fields ("limits.memory_mib").
 Expected<void> ValidateRunSpec(const RunSpec& spec);

@@ -612,6 +612,15 @@ Expected<void> CheckEgress(const EgressSpec& egress) {
 
 }  // namespace
 
+std::vector<std::string> RunSpecFieldNames() {
+  std::vector<std::string> names;
+  for (const auto& [name, unused] : SpecFields()) {
+    if (name != "limits") names.emplace_back(name);
+  }
+  for (const auto& [name, unused] : LimitFields()) names.push_back("limits." + std::string(name));
+  return names;
+}
+
 Expected<RunSpec> ParseRunSpec(const std::string& json_text, std::string_view origin) {
   SMOLBOX_ASSIGN_OR_RETURN(auto doc, ParseJson(json_text, origin));
   if (!doc.is_object()) return Fail(std::string(origin), "must be an object");
