@@ -1,6 +1,7 @@
 // Every field of the RunSpec has the same effect through each front end: `smolbox run` with its
-// flags, POST /v1/run with the field, and POST /v1/sandboxes with it and then an exec. Each case
-// runs a probe that prints what the field changed, on ns, and the three must agree with each
+// flags, POST /v1/run with the field, the Python SDK's smolbox.run with it as a keyword, and
+// POST /v1/sandboxes with it and then an exec. Each case
+// runs a probe that prints what the field changed, on ns, and they must agree with each
 // other and with what the case expects. A field added to the spec later without a case here
 // (or a reason it has none) fails the first test.
 #include <gtest/gtest.h>
@@ -97,7 +98,20 @@ std::vector<std::string> ProbeArgv(const ParityCase& c) {
   return {kPython, "-c", c.code};
 }
 
-// status and, for a run that exited, its stdout: what the three paths must share.
+// The Python SDK's smolbox.run with the spec's fields as its keywords (limits flattened, times
+// in seconds), printing the result's JSON: the SDK's path for the same spec.
+constexpr const char* kSdkRun = R"(
+import json, sys, smolbox
+address, spec = sys.argv[1], json.loads(sys.argv[2])
+argv = spec.pop("argv")
+limits = spec.pop("limits", {})
+if "timeout_ms" in limits: spec["timeout"] = limits.pop("timeout_ms") / 1000
+if "cpu_ms" in limits: spec["cpu_time"] = limits.pop("cpu_ms") / 1000
+r = smolbox.run(argv, client=smolbox.Client(address), check=False, **spec, **limits)
+print(json.dumps({"status": r.status, "exit_code": r.exit_code, "stdout": r.stdout}))
+)";
+
+// status and, for a run that exited, its stdout: what the paths must share.
 std::string Outcome(const json& result) {
   if (!result.is_object()) return "no result: " + result.dump();
   std::string status = result.value("status", "?");
@@ -130,7 +144,7 @@ TEST(RunSpecFields, every_field_has_a_parity_case_or_a_reason_it_is_checked_else
   }
 }
 
-TEST_F(RunSpecParity, each_field_has_the_same_effect_through_the_cli_a_run_and_a_sandboxs_exec) {
+TEST_F(RunSpecParity, each_field_has_the_same_effect_through_the_cli_a_run_the_sdk_and_a_sandboxs_exec) {
   ApiServer server({"--volume-root", root_.path()});
   ASSERT_FALSE(server.socket_path().empty()) << server.process().err();
   auto client = server.Client();
@@ -154,6 +168,12 @@ TEST_F(RunSpecParity, each_field_has_the_same_effect_through_the_cli_a_run_and_a
     auto [run_code, run_result] = Post(*client, "/v1/run", run.dump());
     EXPECT_EQ(run_code, 200) << run_result.dump();
     EXPECT_EQ(Outcome(run_result), expected) << "POST /v1/run " << run.dump();
+
+    ProgramOptions sdk_env;
+    sdk_env.extra_env = {"PYTHONPATH=" + std::string(SMOLBOX_SDK_PYTHON_DIR), "PYTHONDONTWRITEBYTECODE=1"};
+    ProgramRun sdk = RunProgram({kPython, "-c", kSdkRun, server.address(), run.dump()}, sdk_env);
+    json sdk_result = json::parse(sdk.out, nullptr, false);
+    EXPECT_EQ(Outcome(sdk_result), expected) << "the Python SDK: " << sdk.err;
 
     json create = c.spec;
     create["backend"] = "ns";

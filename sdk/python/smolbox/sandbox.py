@@ -10,14 +10,17 @@ _LIMITS = ("memory_mib", "cpus", "pids", "storage_mib", "timeout_ms", "cpu_ms", 
 
 
 def _spec(argv=None, *, stdin=None, env=None, workdir=None, timeout=None, cpu_time=None, backend=None,
-          image=None, user=None, network=None, egress=None, ca_bundle=None, **limits):
+          image=None, user=None, network=None, egress=None, ca_bundle=None, mounts=None, entrypoint=None,
+          **limits):
     """A RunSpec from keyword arguments. Times are in seconds; sizes as the spec's own fields."""
     spec = {}
     if argv is not None:
         spec["argv"] = list(argv)
+    if entrypoint is not None:
+        spec["entrypoint"] = list(entrypoint)
     for key, value in (("stdin", stdin), ("env", env), ("workdir", workdir), ("backend", backend),
                        ("image", image), ("user", user), ("network", network), ("egress", egress),
-                       ("ca_bundle", ca_bundle)):
+                       ("ca_bundle", ca_bundle), ("mounts", mounts)):
         if value is not None:
             spec[key] = value
     spec_limits = {}
@@ -47,7 +50,9 @@ def run(argv, *, client=None, check=True, **options):
 
     options: stdin (str), env (dict), workdir, timeout and cpu_time (seconds), memory_mib, cpus,
     pids, storage_mib, output_bytes, files, backend ("ns", "vm"), image, user, network, egress,
-    ca_bundle (PEM text: certificates added to the sandbox's trust store). With check (the default), a limit hit raises its LimitExceeded (TimeoutExceeded, ...) and a
+    ca_bundle (PEM text: certificates added to the sandbox's trust store), mounts (a list of
+    {"source", "target", "mode"}, sources beneath the server's --volume-root) and entrypoint (a
+    list, replacing the image's Entrypoint and dropping its Cmd). With check (the default), a limit hit raises its LimitExceeded (TimeoutExceeded, ...) and a
     setup failure SetupError; a non-zero exit is the code's own and is returned.
     """
     client = client or Client()
