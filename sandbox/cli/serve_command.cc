@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "api_server.h"
+#include "launch.h"
 #include "mcp_server.h"
 #include "smolbox/spec.h"
 #include "smolbox/units.h"
@@ -91,9 +92,14 @@ CLI::App* AddMcpCommand(CLI::App& app, McpFlags& f) {
   mcp->add_option("--backend", f.backend, "every sandbox's backend: ns or vm (default auto)")->type_name("KIND");
   mcp->add_option("--max-sandboxes", f.max_sandboxes, "sandboxes one session holds at once (default 8)")
       ->type_name("N");
+  mcp->add_option("--volume-root", f.volume_root,
+                  "accept volumes whose source is a path relative to DIR, as serve --volume-root does "
+                  "(default: no volumes)")
+      ->type_name("DIR");
   mcp->footer(
-      "Tools: run_code, create_sandbox, exec, write_file, read_file, remove_sandbox. No network, 30 s\n"
-      "per run unless a call's limits say otherwise. The session's sandboxes end with it.");
+      "Tools: run_code, create_sandbox, exec, write_file, read_file, remove_sandbox; run_code and\n"
+      "create_sandbox take a RunSpec's fields. No network unless a call's egress allows hosts, and\n"
+      "30 s per run unless its limits say otherwise. The session's sandboxes end with it.");
   return mcp;
 }
 
@@ -102,7 +108,10 @@ int RunMcpCommand(const McpFlags& f, const std::string& exe) {
     if (auto kind = ParseBackendKind(f.backend); !kind) return Refuse(Error::Field("--backend", kind.error().what));
   }
   if (f.max_sandboxes < 1) return Refuse(Error::Field("--max-sandboxes", "must be at least 1"));
-  return api::ServeMcp({exe, f.backend, f.max_sandboxes});
+  if (!f.volume_root.empty()) {
+    if (auto checked = api::CheckVolumeRoot(f.volume_root); !checked) return Refuse(checked.error());
+  }
+  return api::ServeMcp({exe, f.backend, f.max_sandboxes, f.volume_root});
 }
 
 }  // namespace smolbox::cli

@@ -28,6 +28,7 @@ int RunServeCommand(const ServeFlags& flags, const std::string& exe);
 struct McpFlags {
   std::string backend;
   int max_sandboxes = 8;
+  std::string volume_root;
 };
 
 CLI::App* AddMcpCommand(CLI::App& app, McpFlags& flags);

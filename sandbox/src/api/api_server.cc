@@ -640,13 +640,7 @@ Expected<void> CheckOptions(const ServeOptions& options) {
                                         fmt::format("must be from {} to {}", options.max_queued < 0 ? 0 : 1, kMaxServeThreads)));
   }
   if (options.max_body < 1024) return std::unexpected(Error::Field("--max-body", "must be at least 1 KiB"));
-  if (!options.volume_root.empty()) {
-    struct stat st{};
-    if (!options.volume_root.starts_with('/')) return std::unexpected(Error::Field("--volume-root", "must be an absolute path"));
-    if (stat(options.volume_root.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
-      return std::unexpected(Error::Field("--volume-root", options.volume_root + " is not a directory"));
-    }
-  }
+  if (!options.volume_root.empty()) return CheckVolumeRoot(options.volume_root);
   return {};
 }
 

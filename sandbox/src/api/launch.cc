@@ -1,6 +1,7 @@
 #include "launch.h"
 
 #include <sys/random.h>
+#include <sys/stat.h>
 
 #include <fmt/format.h>
 
@@ -51,6 +52,15 @@ Expected<nlohmann::json> Launcher::Create(const std::string& id, const std::stri
                        : doc->is_object() ? doc->value("error", "")
                                           : "the create printed no result";
   return std::unexpected(Error::Field("sandbox", "could not be created: " + reason));
+}
+
+Expected<void> CheckVolumeRoot(const std::string& volume_root) {
+  struct stat st{};
+  if (!volume_root.starts_with('/')) return std::unexpected(Error::Field("--volume-root", "must be an absolute path"));
+  if (stat(volume_root.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+    return std::unexpected(Error::Field("--volume-root", volume_root + " is not a directory"));
+  }
+  return {};
 }
 
 Expected<std::string> NewSandboxId() {

@@ -32,6 +32,10 @@ struct Launcher {
   void AddVolumeRoot(std::vector<std::string>& args) const;
 };
 
+// A server's --volume-root: an absolute path to a directory (the volumes' sources are opened
+// beneath it, so it needs no more checking here).
+Expected<void> CheckVolumeRoot(const std::string& volume_root);
+
 // "api-" and 16 random hex digits.
 Expected<std::string> NewSandboxId();
 

@@ -59,26 +59,70 @@ json Tool(const char* name, const char* description, json properties, json requi
             {"additionalProperties", false}}}};
 }
 
+// The RunSpec's fields, by their spec names, as run_code and create_sandbox take them: passed on
+// as they are to the API's request parser (ParseRunRequest), so that a tool call and
+// POST /v1/run agree on every field and every error. argv is run_code's command or code;
+// stdin_file and other host paths are refused, as over the API.
+json SpecProperties(bool for_run) {
+  json string = {{"type", "string"}};
+  json properties = {
+      {"limits", LimitsSchema()},
+      {"env", {{"type", "object"}, {"additionalProperties", string}, {"description", "variables for the code"}}},
+      {"workdir", {{"type", "string"}, {"description", "the code's working directory, absolute"}}},
+      {"user", {{"type", "string"}, {"description", "UID[:GID] the code runs as"}}},
+      {"image", {{"type", "string"}, {"description", "\"host\" or an image in the host's store, by NAME[:TAG] or ID"}}},
+      {"egress",
+       {{"type", "object"},
+        {"description", "network egress, as a RunSpec's: {\"allow\": [\"registry.npmjs.org\"]}; none by default"}}},
+      {"mounts",
+       {{"type", "array"},
+        {"description", "volumes beneath the server's --volume-root (refused without one)"},
+        {"items",
+         {{"type", "object"},
+          {"required", {"source", "target"}},
+          {"additionalProperties", false},
+          {"properties", {{"source", string}, {"target", string}, {"mode", {{"enum", {"ro", "rw"}}}}}}}}}},
+      {"ca_bundle", {{"type", "string"}, {"description", "PEM certificates added to the sandbox's CA trust store"}}},
+      {"backend", {{"enum", {"auto", "ns", "vm"}}, {"description", "the session's unless smolbox mcp was given none"}}},
+      {"accel", {{"enum", {"auto", "kvm", "tcg"}}}},
+      {"network", {{"const", "none"}}},
+      {"vm_snapshot", {{"type", "boolean"}}},
+  };
+  if (for_run) {
+    properties["stdin"] = string;
+    properties["entrypoint"] = {{"type", "array"},
+                                {"items", string},
+                                {"description", "replaces the image's Entrypoint and drops its Cmd (empty: none)"}};
+  }
+  return properties;
+}
+
 json ToolList() {
   json string = {{"type", "string"}};
   json language = {{"type", "string"}, {"enum", {"python", "javascript", "shell"}}, {"default", "python"}};
   json id = {{"type", "string"}, {"description", "what create_sandbox returned"}};
   json path = {{"type", "string"}, {"description", "absolute, as the sandbox sees it: /work/data.csv"}};
+  json run = SpecProperties(true);
+  run["language"] = language;
+  run["code"] = string;
+  run["command"] = {{"type", "array"}, {"items", string}, {"description", "argv; or give language and code"}};
   return json::array({
       Tool("run_code",
-           "Runs code in a fresh sandbox (its own kernel namespaces or microVM), with no network, and returns "
-           "its output. The sandbox is gone afterwards.",
-           {{"language", language}, {"code", string}, {"stdin", string}, {"limits", LimitsSchema()}}, {"code"}),
+           "Runs code in a fresh sandbox (its own kernel namespaces or microVM), with no network unless egress "
+           "allows hosts, and returns its output. The sandbox is gone afterwards.",
+           run, json::array()),
       Tool("create_sandbox",
            "Starts a sandbox that keeps its files across exec calls, until remove_sandbox or the end of this "
-           "session. No network.",
-           {{"limits", LimitsSchema()}, {"env", {{"type", "object"}, {"additionalProperties", string}}}}, json::array()),
+           "session. No network unless egress allows hosts.",
+           SpecProperties(false), json::array()),
       Tool("exec", "Runs a command, or code, in a sandbox from create_sandbox, and returns its output.",
            {{"sandbox_id", id},
             {"command", {{"type", "array"}, {"items", string}, {"description", "argv; or give language and code"}}},
             {"language", language},
             {"code", string},
             {"stdin", string},
+            {"env", {{"type", "object"}, {"additionalProperties", string}, {"description", "added to the sandbox's"}}},
+            {"workdir", string},
             {"timeout_ms", {{"type", "integer"}}}},
            {"sandbox_id"}),
       Tool("write_file", "Writes a text file into a sandbox, making its directories.",
@@ -126,6 +170,33 @@ Expected<std::vector<std::string>> Interpreter(const std::optional<std::string>&
   if (name == "javascript") return std::vector<std::string>{"/usr/bin/node", "-e"};
   if (name == "shell") return std::vector<std::string>{"/bin/sh", "-c"};
   return std::unexpected(Error::Field("language", fmt::format("{:?} is not python, javascript or shell", name)));
+}
+
+// The names of a schema's properties.
+std::set<std::string> KeysOf(const json& properties) {
+  std::set<std::string> keys;
+  for (const auto& [key, unused] : properties.items()) keys.insert(key);
+  return keys;
+}
+
+// A tool's argv: its command, or its code after the language's interpreter; one of the two.
+Expected<json> CommandOrCode(const Arguments& args) {
+  if (!args.Has("command") && !args.Has("code")) return std::unexpected(Error::Field("code", "is required (or a command)"));
+  if (args.Has("command") && args.Has("code")) {
+    return std::unexpected(Error::Field("command", "give either command or language and code"));
+  }
+  if (args.Has("command")) return args.Raw("command");
+  SMOLBOX_ASSIGN_OR_RETURN(auto code, args.String("code"));
+  SMOLBOX_ASSIGN_OR_RETURN(auto language, args.OptionalString("language"));
+  SMOLBOX_ASSIGN_OR_RETURN(auto argv, Interpreter(language));
+  argv.push_back(code);
+  return json(argv);
+}
+
+// The parser's errors in the tool's words: its argv is the tool's command.
+Error InToolTerms(Error error) {
+  if (error.where.starts_with("argv")) error.where.replace(0, 4, "command");
+  return error;
 }
 
 json TextResult(const std::string& text, bool is_error, json structured = nullptr) {
@@ -225,7 +296,8 @@ class Session {
             {"serverInfo", {{"name", "smolbox"}, {"version", "1"}}},
             {"instructions",
              "Run untrusted code in a sandbox: run_code for one-off code; create_sandbox, then exec, write_file "
-             "and read_file for work across several steps. No network; 30 s per run unless limits say otherwise."}};
+             "and read_file for work across several steps. Both take a RunSpec's fields (limits, env, image, "
+             "egress, ...). No network unless egress allows hosts; 30 s per run unless limits say otherwise."}};
   }
 
   std::optional<json> CallTool(const json& id, const json& params) {
@@ -255,35 +327,44 @@ class Session {
   }
 
   Expected<json> RunCode(const json& raw) {
-    Arguments args(raw, {"language", "code", "stdin", "limits"});
+    json run = SpecProperties(true);
+    for (const char* key : {"language", "code", "command"}) run[key] = true;
+    Arguments args(raw, KeysOf(run));
     SMOLBOX_TRY(args.CheckKnown());
-    SMOLBOX_ASSIGN_OR_RETURN(auto code, args.String("code"));
-    SMOLBOX_ASSIGN_OR_RETURN(auto language, args.OptionalString("language"));
-    SMOLBOX_ASSIGN_OR_RETURN(auto argv, Interpreter(language));
-    argv.push_back(code);
-    json spec = {{"argv", argv}};
-    if (args.Has("stdin")) spec["stdin"] = args.Raw("stdin");
-    if (args.Has("limits")) spec["limits"] = args.Raw("limits");
-    if (!options_.backend.empty()) spec["backend"] = options_.backend;
+    SMOLBOX_ASSIGN_OR_RETURN(auto argv, CommandOrCode(args));
+    json spec = raw;
+    for (const char* key : {"language", "code", "command"}) spec.erase(key);
+    spec["argv"] = std::move(argv);
+    SMOLBOX_TRY(ApplyBackend(spec));
     std::string text = spec.dump();
-    SMOLBOX_ASSIGN_OR_RETURN(auto parsed, ParseRunRequest(text));
-    SMOLBOX_ASSIGN_OR_RETURN(auto result, launcher_.Run(text, parsed));
+    auto parsed = ParseRunRequest(text, options_.volume_root);
+    if (!parsed) return std::unexpected(InToolTerms(parsed.error()));
+    SMOLBOX_ASSIGN_OR_RETURN(auto result, launcher_.Run(text, *parsed));
     return WorkloadResult(result);
   }
 
+  // The session's backend, when smolbox mcp was given one: a call may name it, and no other.
+  Expected<void> ApplyBackend(json& spec) const {
+    if (options_.backend.empty()) return {};
+    if (spec.contains("backend") && spec["backend"] != options_.backend) {
+      return std::unexpected(Error::Field(
+          "backend", fmt::format("this session runs every sandbox on {} (smolbox mcp --backend)", options_.backend)));
+    }
+    spec["backend"] = options_.backend;
+    return {};
+  }
+
   Expected<json> CreateSandbox(const json& raw) {
-    Arguments args(raw, {"limits", "env"});
+    Arguments args(raw, KeysOf(SpecProperties(false)));
     SMOLBOX_TRY(args.CheckKnown());
     if (static_cast<int>(sandboxes_.size()) >= options_.max_sandboxes) {
       return std::unexpected(Error::Field(
           "max_sandboxes", fmt::format("this session holds {} sandboxes, its most; remove one first", sandboxes_.size())));
     }
-    json spec = json::object();
-    if (args.Has("limits")) spec["limits"] = args.Raw("limits");
-    if (args.Has("env")) spec["env"] = args.Raw("env");
-    if (!options_.backend.empty()) spec["backend"] = options_.backend;
+    json spec = raw;
+    SMOLBOX_TRY(ApplyBackend(spec));
     std::string text = spec.dump();
-    SMOLBOX_TRY(ParseCreateRequest(text));
+    SMOLBOX_TRY(ParseCreateRequest(text, options_.volume_root));
     SMOLBOX_ASSIGN_OR_RETURN(auto id, NewSandboxId());
     SMOLBOX_ASSIGN_OR_RETURN(auto setup, launcher_.Create(id, text));
     sandboxes_.insert(id);
@@ -300,31 +381,16 @@ class Session {
   }
 
   Expected<json> Exec(const json& raw) {
-    Arguments args(raw, {"sandbox_id", "command", "language", "code", "stdin", "timeout_ms"});
+    Arguments args(raw, {"sandbox_id", "command", "language", "code", "stdin", "env", "workdir", "timeout_ms"});
     SMOLBOX_TRY(args.CheckKnown());
     SMOLBOX_ASSIGN_OR_RETURN(auto id, OwnSandbox(args));
-    json request = json::object();
-    if (args.Has("command") == args.Has("code")) {
-      return std::unexpected(Error::Field("command", "give either command or language and code"));
-    }
-    if (args.Has("command")) {
-      request["argv"] = args.Raw("command");
-    } else {
-      SMOLBOX_ASSIGN_OR_RETURN(auto code, args.String("code"));
-      SMOLBOX_ASSIGN_OR_RETURN(auto language, args.OptionalString("language"));
-      SMOLBOX_ASSIGN_OR_RETURN(auto argv, Interpreter(language));
-      argv.push_back(code);
-      request["argv"] = argv;
-    }
-    for (const char* key : {"stdin", "timeout_ms"}) {
+    SMOLBOX_ASSIGN_OR_RETURN(auto argv, CommandOrCode(args));
+    json request = {{"argv", std::move(argv)}};
+    for (const char* key : {"stdin", "env", "workdir", "timeout_ms"}) {
       if (args.Has(key)) request[key] = args.Raw(key);
     }
     auto parsed = ParseExecRequest(request.dump());
-    if (!parsed) {
-      Error error = parsed.error();
-      if (error.where.starts_with("argv")) error.where.replace(0, 4, "command");
-      return std::unexpected(std::move(error));
-    }
+    if (!parsed) return std::unexpected(InToolTerms(parsed.error()));
     parsed->order.streams_output = false;  // the output comes back in the result
     ExecIo io;
     UniqueFd stdin_file;
@@ -337,9 +403,10 @@ class Session {
   }
 
   Expected<std::string> PathArgument(const Arguments& args) const {
-    SMOLBOX_ASSIGN_OR_RETURN(auto path, args.String("path"));
-    if (!path.starts_with('/')) return std::unexpected(Error::Field("path", "must be absolute, e.g. /work/data.csv"));
-    auto checked = SandboxPath(path.substr(1));
+    auto path = args.String("path");
+    if (!path) return std::unexpected(path.error());
+    if (!path->starts_with('/')) return std::unexpected(Error::Field("path", "must be absolute, e.g. /work/data.csv"));
+    auto checked = SandboxPath(path->substr(1));
     if (!checked) return std::unexpected(checked.error().error);
     return *checked;
   }
@@ -435,7 +502,7 @@ int ServeMcp(const McpOptions& options) {
     return 125;
   }
   UniqueFd lifeline_read(lifeline[0]), lifeline_write(lifeline[1]);
-  Session session(options, Launcher{options.smolbox_exe, lifeline_read.get(), -1, ""});
+  Session session(options, Launcher{options.smolbox_exe, lifeline_read.get(), -1, options.volume_root});
   LineReader reader;
   bool too_long = false;
   while (auto line = reader.Next(too_long)) {

@@ -2,9 +2,10 @@
 // sandbox directly. JSON-RPC 2.0, one message per line: initialize, ping, tools/list and
 // tools/call; notifications get no reply.
 //
-// Tools: run_code, create_sandbox, exec, write_file, read_file, remove_sandbox. Each runs
-// through the same launcher, parser and validator as the HTTP API (launch.h), so every limit
-// holds as it does there. The defaults are strict: no network, 30 s.
+// Tools: run_code, create_sandbox, exec, write_file, read_file, remove_sandbox. run_code and
+// create_sandbox take the RunSpec's fields by name, as POST /v1/run and POST /v1/sandboxes do,
+// and each runs through the same launcher, parser and validator as the HTTP API (launch.h), so
+// every field and limit holds as it does there. The defaults are strict: no network, 30 s.
 //
 // A tool that fails (bad arguments, a limit hit, a sandbox that is gone) is a tool result with
 // isError and a text naming the field or the limit; only a message that is not JSON-RPC, an
@@ -20,6 +21,7 @@ struct McpOptions {
   std::string smolbox_exe;  // the binary children run
   std::string backend;      // every sandbox's: "ns", "vm", or empty for smolbox's choice (auto)
   int max_sandboxes = 8;    // at once, in one session
+  std::string volume_root;  // where volumes' sources are, as serve --volume-root's; empty: none
 };
 
 // Serves stdin to stdout until stdin ends; returns the exit code.

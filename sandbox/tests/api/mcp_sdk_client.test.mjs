@@ -44,7 +44,10 @@ test('the six tools are listed with input schemas the SDK takes', async () => {
     ['create_sandbox', 'exec', 'read_file', 'remove_sandbox', 'run_code', 'write_file']);
   const runCode = listed.find((t) => t.name === 'run_code');
   assert.equal(runCode.inputSchema.type, 'object');
-  assert.deepEqual(runCode.inputSchema.required, ['code']);
+  // code, or a command in its place; and the RunSpec's fields by name, as POST /v1/run takes them.
+  for (const field of ['code', 'command', 'language', 'stdin', 'limits', 'env', 'image', 'egress', 'mounts', 'ca_bundle']) {
+    assert.ok(field in runCode.inputSchema.properties, `run_code takes ${field}`);
+  }
 });
 
 test('run_code runs Python in a fresh sandbox and reports its exit code', async () => {

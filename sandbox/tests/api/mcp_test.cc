@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "api_server.h"
+#include "mcp_client.h"
 #include "smolbox_runner.h"
 #include "test_support.h"
 
@@ -16,42 +17,6 @@ namespace smolbox::testing {
 namespace {
 
 using nlohmann::json;
-
-class McpClient {
- public:
-  McpClient() : process_({"mcp", "--backend", "ns"}) {}
-
-  // Sends one line and returns the reply line, parsed (null when none came in time).
-  json Send(const std::string& line) {
-    EXPECT_TRUE(process_.WriteStdin(line + "\n", std::chrono::seconds(10)));
-    std::string out = process_.ReadStdoutUntil("\n", std::chrono::seconds(120), consumed_);
-    size_t end = out.find('\n', consumed_);
-    if (end == std::string::npos) return json();
-    std::string reply = out.substr(consumed_, end - consumed_);
-    consumed_ = end + 1;
-    return json::parse(reply, nullptr, false);
-  }
-
-  json Request(const std::string& method, const json& params) {
-    json reply = Send(json{{"jsonrpc", "2.0"}, {"id", ++next_id_}, {"method", method}, {"params", params}}.dump());
-    EXPECT_EQ(reply.value("id", -1), next_id_) << reply.dump();
-    return reply;
-  }
-
-  // A tools/call's result.
-  json Call(const std::string& tool, const json& arguments) {
-    json reply = Request("tools/call", {{"name", tool}, {"arguments", arguments}});
-    EXPECT_TRUE(reply.contains("result")) << reply.dump();
-    return reply.value("result", json::object());
-  }
-
-  LiveSmolbox& process() { return process_; }
-
- private:
-  LiveSmolbox process_;
-  size_t consumed_ = 0;
-  int next_id_ = 0;
-};
 
 std::string Text(const json& result) {
   if (!result.contains("content") || result["content"].empty()) return "";
@@ -150,6 +115,16 @@ TEST(Mcp, bad_calls_are_tool_errors_naming_the_field_and_the_server_goes_on) {
       {"run_code", {{"code", "1"}, {"limits", {{"memory_mib", "lots"}}}}, "limits.memory_mib"},
       {"run_code", {{"code", "1"}, {"limits", {{"pids", 0}}}}, "limits.pids"},
       {"run_code", {{"code", "1"}, {"volumes", json::array()}}, "volumes"},
+      {"run_code", {{"code", "1"}, {"command", {"/bin/true"}}}, "command"},
+      {"run_code", {{"command", {"/bin/true", 1}}}, "command[1]"},
+      // Host paths are refused as over the API, and the session's backend is the operator's.
+      {"run_code", {{"code", "1"}, {"stdin_file", "/etc/shadow"}}, "stdin_file"},
+      {"run_code", {{"code", "1"}, {"image", "/"}}, "image"},
+      {"run_code", {{"code", "1"}, {"mounts", {{{"source", "x"}, {"target", "/x"}}}}}, "mounts"},
+      {"run_code", {{"code", "1"}, {"backend", "vm"}}, "backend"},
+      {"create_sandbox", {{"entrypoint", {"/bin/sh"}}}, "entrypoint"},
+      // workdir is an exec's argument: the unknown sandbox is what is wrong.
+      {"exec", {{"sandbox_id", "x"}, {"workdir", 7}}, "sandbox_id"},
       {"exec", {{"sandbox_id", "api-0000000000000000"}, {"command", {"/bin/true"}}}, "sandbox_id"},
       {"read_file", {{"sandbox_id", "x"}}, "sandbox_id"},
       {"create_sandbox", {{"limits", {{"timeout_ms", -1}}}}, "limits.timeout_ms"},

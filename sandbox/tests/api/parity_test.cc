@@ -1,9 +1,10 @@
 // Every field of the RunSpec has the same effect through each front end: `smolbox run` with its
-// flags, POST /v1/run with the field, the Python SDK's smolbox.run with it as a keyword, and
-// POST /v1/sandboxes with it and then an exec. Each case
-// runs a probe that prints what the field changed, on ns, and they must agree with each
-// other and with what the case expects. A field added to the spec later without a case here
-// (or a reason it has none) fails the first test.
+// flags, POST /v1/run with the field, the Python SDK's smolbox.run with it as a keyword,
+// POST /v1/sandboxes with it and then an exec, and the MCP tools run_code, and create_sandbox
+// and exec. Each case runs a probe that prints what the field changed, on ns, and they must
+// agree with each other and with what the case expects. A field added to the spec later without
+// a case here (or a reason it has none) fails the first test, and one the MCP tools do not take
+// the second.
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
@@ -13,6 +14,8 @@
 #include <vector>
 
 #include "api_server.h"
+#include "mcp_client.h"
+#include "python_sdk_run.h"
 #include "smolbox/spec.h"
 
 namespace smolbox::testing {
@@ -30,12 +33,13 @@ struct ParityCase {
   std::string status = "exited";   // what every path must end with
   std::string stdout_text;         // and print (unless status says a limit ended it)
   bool sandbox_path = true;        // false: a run's field only, which /v1/sandboxes refuses
-  json exec;                       // what an exec into the sandbox adds (stdin is an exec's)
+  json exec = json::object();      // what an exec into the sandbox adds (stdin is an exec's)
 };
 
 // Fields with no case here, and where their parity is checked instead.
 const std::map<std::string, std::string> kCheckedElsewhere = {
-    {"image", "ImageRun.the_api_runs_a_store_image_and_makes_sandboxes_of_it_as_the_cli_does (needs an imported image)"},
+    {"image", "ImageRun.the_api_runs_a_store_image_and_makes_sandboxes_of_it_as_the_cli_does, through every path "
+              "here (needs an imported image)"},
     {"egress", "the battery through smolbox:api runs every egress case as a POST /v1/run (needs the test internet)"},
     {"accel", "vm only: the battery through smolbox:api-vm-tcg"},
     {"vm_snapshot", "vm only: --no-snapshot is the smolbox:vm-fresh profile"},
@@ -71,12 +75,12 @@ std::vector<ParityCase> Cases(const std::string& volume_file) {
   c.push_back({"ca_bundle", {"--ca-bundle", volume_file + ".pem"}, {{"ca_bundle", kPem}},
                "import os\nb = open(os.environ['SSL_CERT_FILE']).read()\nprint('MIIBszCCAVmgAwIBAgIU' in b)", "exited",
                "True\n"});
-  c.push_back({"limits.timeout_ms", {"--timeout", "1s"}, {{"limits", {{"timeout_ms", 1000}}}}, "while True: pass", "timeout"});
-  c.push_back({"limits.cpu_ms", {"--cpu-time", "300ms"}, {{"limits", {{"cpu_ms", 300}}}}, "while True: pass", "cpu_limit"});
+  c.push_back({"limits.timeout_ms", {"--timeout", "1s"}, {{"limits", {{"timeout_ms", 1000}}}}, "while True: pass", "timeout", ""});
+  c.push_back({"limits.cpu_ms", {"--cpu-time", "300ms"}, {{"limits", {{"cpu_ms", 300}}}}, "while True: pass", "cpu_limit", ""});
   c.push_back({"limits.memory_mib", {"--mem", "64M"}, {{"limits", {{"memory_mib", 64}}}},
-               "held = [bytearray(1 << 20) for _ in range(256)]", "memory_limit"});
+               "held = [bytearray(1 << 20) for _ in range(256)]", "memory_limit", ""});
   c.push_back({"limits.output_bytes", {"--output-limit", "1K"}, {{"limits", {{"output_bytes", 1024}}}},
-               "import sys\nfor _ in range(64): sys.stdout.write('x' * 1024); sys.stdout.flush()", "output_limit"});
+               "import sys\nfor _ in range(64): sys.stdout.write('x' * 1024); sys.stdout.flush()", "output_limit", ""});
   c.push_back({"limits.pids", {"--pids", "8"}, {{"limits", {{"pids", 8}}}},
                "import os, time\nn = 0\nfor _ in range(16):\n    try:\n        pid = os.fork()\n    except OSError:\n        break\n"
                "    if pid == 0:\n        time.sleep(2)\n        os._exit(0)\n    n += 1\nprint(n < 16)",
@@ -97,19 +101,6 @@ std::vector<std::string> ProbeArgv(const ParityCase& c) {
   if (c.field == "entrypoint") return {"-c", "print('front')"};
   return {kPython, "-c", c.code};
 }
-
-// The Python SDK's smolbox.run with the spec's fields as its keywords (limits flattened, times
-// in seconds), printing the result's JSON: the SDK's path for the same spec.
-constexpr const char* kSdkRun = R"(
-import json, sys, smolbox
-address, spec = sys.argv[1], json.loads(sys.argv[2])
-argv = spec.pop("argv")
-limits = spec.pop("limits", {})
-if "timeout_ms" in limits: spec["timeout"] = limits.pop("timeout_ms") / 1000
-if "cpu_ms" in limits: spec["cpu_time"] = limits.pop("cpu_ms") / 1000
-r = smolbox.run(argv, client=smolbox.Client(address), check=False, **spec, **limits)
-print(json.dumps({"status": r.status, "exit_code": r.exit_code, "stdout": r.stdout}))
-)";
 
 // status and, for a run that exited, its stdout: what the paths must share.
 std::string Outcome(const json& result) {
@@ -144,10 +135,37 @@ TEST(RunSpecFields, every_field_has_a_parity_case_or_a_reason_it_is_checked_else
   }
 }
 
-TEST_F(RunSpecParity, each_field_has_the_same_effect_through_the_cli_a_run_the_sdk_and_a_sandboxs_exec) {
+// The MCP tools take the spec's fields by name: run_code every one an API run takes but its
+// argv (the tool's command or code) and host paths, create_sandbox every one a sandbox takes.
+TEST(RunSpecFields, the_mcp_tools_take_every_field_the_api_does) {
+  McpClient mcp;
+  json tools = mcp.Request("tools/list", json::object())["result"]["tools"];
+  json run_code, create_sandbox;
+  for (const json& tool : tools) {
+    if (tool["name"] == "run_code") run_code = tool["inputSchema"]["properties"];
+    if (tool["name"] == "create_sandbox") create_sandbox = tool["inputSchema"]["properties"];
+  }
+  ASSERT_TRUE(run_code.is_object() && create_sandbox.is_object()) << tools.dump();
+  const std::set<std::string> run_only = {"stdin", "entrypoint"};
+  for (const std::string& name : RunSpecFieldNames()) {
+    std::string top = name.substr(0, name.find('.'));
+    if (top == "argv" || top == "stdin_file") continue;
+    EXPECT_TRUE(run_code.contains(top)) << "run_code does not take the RunSpec field " << top;
+    if (!run_only.contains(top)) {
+      EXPECT_TRUE(create_sandbox.contains(top)) << "create_sandbox does not take the RunSpec field " << top;
+    }
+  }
+  EXPECT_TRUE(run_code.contains("command") && run_code.contains("code"));
+}
+
+// A tool's result as a run's: its structuredContent.
+json ToolOutcome(const json& tool_result) { return tool_result.value("structuredContent", json()); }
+
+TEST_F(RunSpecParity, each_field_has_the_same_effect_through_the_cli_a_run_the_sdk_a_sandboxs_exec_and_mcp) {
   ApiServer server({"--volume-root", root_.path()});
   ASSERT_FALSE(server.socket_path().empty()) << server.process().err();
   auto client = server.Client();
+  McpClient mcp({"--volume-root", root_.path()});
   for (const ParityCase& c : Cases(root_.path() + "/stdin.txt")) {
     SCOPED_TRACE(c.field);
     std::vector<std::string> argv = ProbeArgv(c);
@@ -169,23 +187,36 @@ TEST_F(RunSpecParity, each_field_has_the_same_effect_through_the_cli_a_run_the_s
     EXPECT_EQ(run_code, 200) << run_result.dump();
     EXPECT_EQ(Outcome(run_result), expected) << "POST /v1/run " << run.dump();
 
-    ProgramOptions sdk_env;
-    sdk_env.extra_env = {"PYTHONPATH=" + std::string(SMOLBOX_SDK_PYTHON_DIR), "PYTHONDONTWRITEBYTECODE=1"};
-    ProgramRun sdk = RunProgram({kPython, "-c", kSdkRun, server.address(), run.dump()}, sdk_env);
-    json sdk_result = json::parse(sdk.out, nullptr, false);
-    EXPECT_EQ(Outcome(sdk_result), expected) << "the Python SDK: " << sdk.err;
+    std::string sdk_error;
+    EXPECT_EQ(Outcome(RunThroughPythonSdk(server.address(), run, &sdk_error)), expected) << "the Python SDK: " << sdk_error;
+
+    json tool_run = c.spec;
+    tool_run["command"] = argv;
+    if (c.field == "stdin") tool_run["stdin"] = "from stdin\n";
+    EXPECT_EQ(Outcome(ToolOutcome(mcp.Call("run_code", tool_run))), expected) << "MCP run_code " << tool_run.dump();
 
     json create = c.spec;
     create["backend"] = "ns";
     auto [create_code, created] = Post(*client, "/v1/sandboxes", create.dump());
+    json mcp_created = mcp.Call("create_sandbox", c.spec);
     if (!c.sandbox_path) {
       EXPECT_EQ(create_code, 400) << created.dump();
       EXPECT_EQ(created["error"].value("field", ""), c.field) << created.dump();
+      EXPECT_EQ(ToolOutcome(mcp_created)["error"].value("field", ""), c.field) << mcp_created.dump();
       continue;
+    }
+    std::string mcp_id = ToolOutcome(mcp_created).value("sandbox_id", "");
+    EXPECT_FALSE(mcp_id.empty()) << "MCP create_sandbox " << c.spec.dump() << ": " << mcp_created.dump();
+    if (!mcp_id.empty()) {
+      json mcp_exec = c.exec;
+      mcp_exec["sandbox_id"] = mcp_id;
+      mcp_exec["command"] = argv;
+      EXPECT_EQ(Outcome(ToolOutcome(mcp.Call("exec", mcp_exec))), expected) << "MCP exec " << mcp_exec.dump();
+      EXPECT_FALSE(mcp.Call("remove_sandbox", {{"sandbox_id", mcp_id}}).value("isError", true));
     }
     ASSERT_EQ(create_code, 201) << created.dump();
     std::string id = created.value("id", "");
-    json exec = c.exec.is_object() ? c.exec : json::object();
+    json exec = c.exec;
     exec["argv"] = argv;
     auto reply = client->Post(("/v1/sandboxes/" + id + "/exec").c_str(), exec.dump(), "application/json");
     ASSERT_TRUE(reply);

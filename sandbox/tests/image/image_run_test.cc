@@ -13,6 +13,8 @@
 #include <memory>
 
 #include "api/api_server.h"
+#include "api/mcp_client.h"
+#include "api/python_sdk_run.h"
 #include "smolbox_runner.h"
 #include "test_support.h"
 
@@ -285,6 +287,20 @@ TEST_F(ImageRun, the_api_runs_a_store_image_and_makes_sandboxes_of_it_as_the_cli
   ASSERT_EQ(cli.exit_code, 0) << cli.err << cli.out;
   EXPECT_EQ(run.value("stdout", ""), "1234 /srv/app yes ID=smolbox-test\n") << run.dump();
   EXPECT_EQ(run.value("stdout", ""), Stdout(cli));
+  // The Python SDK's image= and the MCP tools' image, the same way.
+  std::string sdk_error;
+  nlohmann::json sdk = RunThroughPythonSdk(server.address(), spec, &sdk_error);
+  EXPECT_EQ(sdk.is_object() ? sdk.value("stdout", "") : "", Stdout(cli)) << sdk_error;
+  McpClient mcp({}, {"SMOLBOX_IMAGE_STORE=" + store_.path() + "/store"});
+  nlohmann::json tool_run = mcp.Call("run_code", {{"image", "test/py:1"}, {"code", code}});
+  EXPECT_EQ(tool_run.value("structuredContent", nlohmann::json::object()).value("stdout", ""), Stdout(cli))
+      << tool_run.dump();
+  nlohmann::json tool_box = mcp.Call("create_sandbox", {{"image", "test/py:1"}});
+  std::string tool_id = tool_box.value("structuredContent", nlohmann::json::object()).value("sandbox_id", "");
+  ASSERT_FALSE(tool_id.empty()) << tool_box.dump();
+  nlohmann::json tool_exec = mcp.Call("exec", {{"sandbox_id", tool_id}, {"code", code}});
+  EXPECT_EQ(tool_exec.value("structuredContent", nlohmann::json::object()).value("stdout", ""), Stdout(cli))
+      << tool_exec.dump();
   // With no command, the image's Cmd runs, as it does through the CLI.
   auto [cmd_code, cmd] = Post(*client, "/v1/run", nlohmann::json{{"backend", "ns"}, {"image", "test/py:1"}}.dump());
   EXPECT_EQ(cmd_code, 200) << cmd.dump();
