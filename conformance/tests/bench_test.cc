@@ -68,6 +68,10 @@ BenchReport Sample() {
             Row("bwrap", "python hello", "ms", {}, {"run 1: fail status timeout"}),
             Row("null", "python egress GET 1 KiB", "µs", {700, 650, 690}),
             Row("smolbox:ns", "python egress GET 1 KiB", "µs", {1150, 1100, 1240})};
+  std::vector<int64_t> burst;
+  for (int64_t ms = 100; ms <= 10000; ms += 100) burst.push_back(ms);
+  r.rows.push_back(Row("smolbox:ns", "python echo, API burst of 100", "ms", burst));
+  r.rows.back().per_second = 9.75;
   Summarize(r);
   return r;
 }
@@ -85,6 +89,8 @@ TEST(Summarize, gives_percentiles_and_the_ratio_to_the_baseline_of_the_same_work
   EXPECT_EQ(r.rows[2].delta, std::nullopt);
   EXPECT_EQ(r.rows[4].p50, 1150);
   EXPECT_EQ(r.rows[4].delta, 460) << "in the row's own unit, against the same workload's baseline";
+  EXPECT_EQ(r.rows[5].p50, 5000);
+  EXPECT_EQ(r.rows[5].p99, 9900);
 }
 
 TEST(BenchReports, render_the_table_the_chart_and_the_failures) {
@@ -96,12 +102,16 @@ TEST(BenchReports, render_the_table_the_chart_and_the_failures) {
             std::string::npos)
       << md;
   EXPECT_NE(md.find("run 1: fail status timeout"), std::string::npos) << md;
+  EXPECT_NE(md.find("- python echo, API burst of 100 on smolbox:ns: 100 answered, 9.8 per second; p50 5000 ms, "
+                    "p99 9900 ms, 0 failed"),
+            std::string::npos)
+      << md;
   std::string svg = ToSvg(r);
   EXPECT_TRUE(svg.starts_with("<svg xmlns=\"http://www.w3.org/2000/svg\"")) << svg;
   EXPECT_EQ(std::count(svg.begin(), svg.end(), '\n') > 3, true);
   size_t rects = 0;
   for (size_t at = svg.find("<rect"); at != std::string::npos; at = svg.find("<rect", at + 1)) ++rects;
-  EXPECT_EQ(rects, 2u) << "a bar for each timed row with a passing run; the µs rows are not times of a run";
+  EXPECT_EQ(rects, 3u) << "a bar for each timed row with a passing run; the µs rows are not times of a run";
   EXPECT_NE(svg.find("no passing run"), std::string::npos);
   auto j = ToJson(r);
   EXPECT_EQ(j["rows"][1]["samples"], (std::vector<int64_t>{40, 44, 36}));
@@ -110,6 +120,9 @@ TEST(BenchReports, render_the_table_the_chart_and_the_failures) {
   EXPECT_EQ(j["rows"][1]["delta_to_baseline"], 20);
   EXPECT_TRUE(j["rows"][2]["delta_to_baseline"].is_null());
   EXPECT_EQ(j["rows"][4]["unit"], "µs");
+  EXPECT_EQ(j["rows"][5]["p99"], 9900);
+  EXPECT_EQ(j["rows"][5]["per_second"], 9.75);
+  EXPECT_FALSE(j["rows"][4].contains("per_second"));
 }
 
 TEST(BenchWorkloads, the_transform_converts_10_mb_of_csv) {
@@ -172,17 +185,25 @@ TEST(BenchCommand, times_the_bare_interpreter_and_the_namespace_sandbox_side_by_
   std::string dir = scratch.path() + "/reports";
   auto before = BenchSandboxes();
   auto run = RunCheck({"bench", "--sandbox", "null", "--sandbox", "smolbox:ns", "--lang", "python", "--runs", "3",
-                       "--no-egress", "--json", "--report-dir", dir});
+                       "--no-egress", "--burst", "24", "--json", "--report-dir", dir});
   ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
   ASSERT_TRUE(run.report.is_object()) << run.out;
   EXPECT_EQ(run.report["baseline"], "null");
-  ASSERT_EQ(run.report["rows"].size(), 12u)
-      << "python hello cold and warm, the transform, and the three API rows, on two sandboxes";
+  ASSERT_EQ(run.report["rows"].size(), 16u) << "python hello cold and warm, the transform, the three API rows, "
+                                                "and the two bursts, on two sandboxes";
   for (const auto& row : run.report["rows"]) {
-    EXPECT_EQ(row["samples"].size(), 3u) << row.dump();
+    // A burst's every request answered with its own token; the rest one sample per run.
+    bool burst = row.contains("per_second");
+    EXPECT_EQ(row["samples"].size(), burst ? 24u : 3u) << row.dump();
     EXPECT_EQ(row["unit"], "ms");
     EXPECT_GT(row["p50"].get<int64_t>(), 0);
+    if (burst) {
+      EXPECT_GT(row["per_second"].get<double>(), 0) << row.dump();
+    }
   }
+  EXPECT_EQ(run.report["rows"][12]["workload"], "python echo, API burst of 24");
+  EXPECT_EQ(run.report["rows"][15]["workload"], "python echo, API burst of 24, pooled");
+  EXPECT_EQ(run.report["rows"][15]["sandbox"], "smolbox:ns");
   EXPECT_EQ(run.report["rows"][2]["workload"], "python hello, warm exec");
   EXPECT_EQ(run.report["rows"][3]["sandbox"], "smolbox:ns");
   // Each sandbox row's ratio is its p50 over the bare interpreter's for the same workload. How
@@ -190,7 +211,7 @@ TEST(BenchCommand, times_the_bare_interpreter_and_the_namespace_sandbox_side_by_
   // A pooled sample that the pool did not serve would be a failure, and no sample.
   EXPECT_EQ(run.report["rows"][7]["workload"], "python print(42), API run, pooled");
   EXPECT_EQ(run.report["rows"][7]["sandbox"], "smolbox:ns");
-  for (int base : {0, 2, 4, 6, 8, 10}) {
+  for (int base : {0, 2, 4, 6, 8, 10, 12, 14}) {
     const auto& bare = run.report["rows"][base];
     const auto& boxed = run.report["rows"][base + 1];
     EXPECT_EQ(bare["ratio_to_baseline"], 1.0);

@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -18,6 +19,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "launch/interrupt.h"
 #include "launch/subprocess.h"
 
 namespace smolvm_check {
@@ -34,6 +36,12 @@ constexpr auto kStartBound = std::chrono::seconds(30);
 constexpr auto kPoolBound = std::chrono::seconds(180);
 constexpr auto kRequestBound = std::chrono::seconds(120);
 constexpr auto kStopBound = std::chrono::seconds(60);
+// A burst's runs at once: smolbox serve's default --max-concurrent-execs, for the bare floor.
+constexpr int kBurstSlots = 16;
+// A burst's request waits behind the whole burst: its run's timeout (which its time in the
+// queue counts against) and its client's bound are the burst's, generous for an emulated VM.
+constexpr int64_t kBurstTimeoutMs = 20 * 60 * 1000;
+constexpr const char* kEchoCode = "import sys; print(sys.argv[1])";
 
 std::string Variable(const Profile& profile, const std::string& name, const std::string& fallback) {
   auto it = profile.variables.find(name);
@@ -44,11 +52,32 @@ int64_t MsSince(Clock::time_point start) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count();
 }
 
-std::unique_ptr<httplib::Client> ClientOf(const std::string& socket) {
+std::unique_ptr<httplib::Client> ClientOf(const std::string& socket,
+                                          std::chrono::milliseconds bound = kRequestBound) {
   auto client = std::make_unique<httplib::Client>(socket);
   client->set_address_family(AF_UNIX);
-  client->set_read_timeout(kRequestBound);
+  client->set_read_timeout(bound);
   return client;
+}
+
+// The bare interpreter gets the environment a sandboxed workload gets, as the warm rows'
+// baseline does.
+CaptureOptions BareOptions() {
+  CaptureOptions options;
+  options.extra_env = {"PATH=/usr/local/bin:/usr/bin:/bin", "LANG=C.UTF-8", "HOME=/tmp"};
+  options.only_extra_env = true;
+  return options;
+}
+
+// A burst's result from each request's latency (-1: none) and why it has none.
+BurstResult Collected(const std::vector<int64_t>& ms, const std::vector<std::string>& wrong, Clock::time_point start) {
+  BurstResult burst;
+  burst.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  for (size_t i = 0; i < ms.size(); ++i) {
+    if (ms[i] >= 0) burst.ms.push_back(ms[i]);
+    else burst.failures.push_back(wrong[i].empty() ? fmt::format("run {}: not run, the bench was stopped", i) : wrong[i]);
+  }
+  return burst;
 }
 
 // What the request's result says, when it is not exited 0 with 42.
@@ -189,12 +218,8 @@ Expected<int64_t> ApiBench::Sample(ApiPath path) {
   std::vector<std::string> argv = python_;
   argv.insert(argv.end(), {"-c", kCode});
   if (smolbox_.empty()) {
-    // The environment a sandboxed workload gets, as the warm rows' baseline does.
-    CaptureOptions options;
-    options.extra_env = {"PATH=/usr/local/bin:/usr/bin:/bin", "LANG=C.UTF-8", "HOME=/tmp"};
-    options.only_extra_env = true;
     auto start = Clock::now();
-    auto run = RunCaptured(argv, options);
+    auto run = RunCaptured(argv, BareOptions());
     int64_t ms = MsSince(start);
     SMOLBOX_TRY(run);
     if (run->exit_code != 0 || run->out != kExpected) {
@@ -241,6 +266,82 @@ Expected<int64_t> ApiBench::Sample(ApiPath path) {
     return std::unexpected(Error{"run", "was not served by the pool", 0});
   }
   return ms;
+}
+
+BurstResult ApiBench::Burst(int count, bool pooled) {
+  if (smolbox_.empty()) return BareBurst(count);
+  if (pooled) {
+    if (auto full = WaitForFullPool(); !full) return {{}, {full.error().ToString()}, 0};
+  }
+  json spec = json::parse(spec_);
+  spec["limits"] = {{"timeout_ms", kBurstTimeoutMs}};
+  std::vector<int64_t> ms(static_cast<size_t>(count), -1);
+  std::vector<std::string> wrong(static_cast<size_t>(count));
+  const std::string& socket = pooled ? pooled_.socket : plain_.socket;
+  auto start = Clock::now();
+  std::vector<std::thread> clients;
+  for (int n = 0; n < count; ++n) {
+    clients.emplace_back([&, n] {
+      std::string token = fmt::format("burst-{}", n);
+      json request = spec;
+      request["argv"] = python_;
+      request["argv"].insert(request["argv"].end(), {"-c", kEchoCode, token});
+      auto client = ClientOf(socket, std::chrono::milliseconds(kBurstTimeoutMs + 60000));
+      auto sent = Clock::now();
+      auto reply = client->Post("/v1/run", request.dump(), "application/json");
+      int64_t took = MsSince(sent);
+      auto i = static_cast<size_t>(n);
+      if (!reply || reply->status != 200) {
+        wrong[i] = fmt::format("run {}: {}", n, reply ? fmt::format("{} {}", reply->status, reply->body.substr(0, 200))
+                                                      : httplib::to_string(reply.error()));
+        return;
+      }
+      json result = json::parse(reply->body, nullptr, false);
+      std::string out = result.is_object() ? result.value("stdout", "") : "";
+      if (out != token + "\n") {
+        wrong[i] = fmt::format("run {}: {}", n, reply->body.substr(0, 200));
+        return;
+      }
+      ms[i] = took;
+    });
+  }
+  // A bench stopped mid-burst stops the server, whose drain ends the requests, rather than wait.
+  std::atomic<bool> done = false;
+  std::thread watcher([&] {
+    while (!done && !Interrupted()) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    if (!done) kill(pooled ? pooled_.pid : plain_.pid, SIGTERM);
+  });
+  for (auto& client : clients) client.join();
+  done = true;
+  watcher.join();
+  return Collected(ms, wrong, start);
+}
+
+BurstResult ApiBench::BareBurst(int count) const {
+  std::vector<int64_t> ms(static_cast<size_t>(count), -1);
+  std::vector<std::string> wrong(static_cast<size_t>(count));
+  std::atomic<int> next = 0;
+  auto start = Clock::now();
+  std::vector<std::thread> slots;
+  for (int slot = 0; slot < std::min(count, kBurstSlots); ++slot) {
+    slots.emplace_back([&] {
+      for (int n = next++; n < count && !Interrupted(); n = next++) {
+        std::string token = fmt::format("burst-{}", n);
+        std::vector<std::string> argv = python_;
+        argv.insert(argv.end(), {"-c", kEchoCode, token});
+        auto run = RunCaptured(argv, BareOptions());
+        auto i = static_cast<size_t>(n);
+        if (!run || run->exit_code != 0 || run->out != token + "\n") {
+          wrong[i] = fmt::format("run {}: {}", n, run ? fmt::format("exit {}, stdout {:?}", run->exit_code, run->out)
+                                                      : run.error().ToString());
+          continue;
+        }
+        ms[i] = MsSince(start);
+      }
+    });
+  }
+  for (auto& slot : slots) slot.join();
+  return Collected(ms, wrong, start);
 }
 
 }  // namespace smolvm_check

@@ -140,6 +140,7 @@ void Summarize(BenchReport& report) {
   for (auto& row : report.rows) {
     row.p50 = Percentile(row.samples, 50);
     row.p90 = Percentile(row.samples, 90);
+    row.p99 = Percentile(row.samples, 99);
     row.max = row.samples.empty() ? 0 : *std::max_element(row.samples.begin(), row.samples.end());
   }
   for (auto& row : report.rows) {
@@ -249,6 +250,34 @@ int64_t TakeSample(const Workload& workload, const Profile& profile, size_t s,
   return measured.value_or(0);
 }
 
+// The bursts' rows, after the runs: for each sandbox with an API server, one burst without a
+// pool and one with, each a row whose samples are its requests' latencies.
+void RunBursts(const BenchPlan& plan, const ApiBenches& api, BenchReport& report,
+               const std::function<void(const std::string&)>& on_sample) {
+  for (bool pooled : {false, true}) {
+    for (size_t s = 0; s < plan.sandboxes.size(); ++s) {
+      if (!api.bench[s] && api.error[s].empty()) continue;  // no API path
+      if (Interrupted()) return;
+      BenchRow row;
+      row.sandbox = plan.sandboxes[s];
+      row.workload = fmt::format("python echo, API burst of {}{}", plan.burst, pooled ? ", pooled" : "");
+      if (!api.bench[s]) {
+        row.failures.push_back("API server: " + api.error[s]);
+      } else {
+        BurstResult burst = api.bench[s]->Burst(plan.burst, pooled);
+        row.samples = std::move(burst.ms);
+        row.failures = std::move(burst.failures);
+        if (burst.seconds > 0) row.per_second = static_cast<double>(row.samples.size()) / burst.seconds;
+      }
+      if (on_sample) {
+        on_sample(fmt::format("[burst] {} {}: {} answered, {:.1f}/s, {} failed", row.sandbox, row.workload,
+                              row.samples.size(), row.per_second.value_or(0), row.failures.size()));
+      }
+      report.rows.push_back(std::move(row));
+    }
+  }
+}
+
 }  // namespace
 
 BenchReport RunBench(const BenchPlan& plan, const std::vector<Profile>& profiles,
@@ -294,6 +323,7 @@ BenchReport RunBench(const BenchPlan& plan, const std::vector<Profile>& profiles
       }
     }
   }
+  if (any_api && plan.burst > 0) RunBursts(plan, api, report, on_sample);
   Summarize(report);
   return report;
 }
@@ -302,9 +332,10 @@ json ToJson(const BenchReport& report) {
   json rows = json::array();
   for (const auto& r : report.rows) {
     rows.push_back({{"sandbox", r.sandbox}, {"workload", r.workload}, {"unit", r.unit}, {"samples", r.samples},
-                    {"failures", r.failures}, {"p50", r.p50}, {"p90", r.p90}, {"max", r.max},
+                    {"failures", r.failures}, {"p50", r.p50}, {"p90", r.p90}, {"p99", r.p99}, {"max", r.max},
                     {"ratio_to_baseline", r.ratio},
                     {"delta_to_baseline", r.delta ? json(*r.delta) : json(nullptr)}});
+    if (r.per_second) rows.back()["per_second"] = *r.per_second;
   }
   return {{"host", report.host.is_null() ? json::object() : report.host},
           {"started", report.started},
@@ -328,6 +359,18 @@ std::string ToMarkdown(const BenchReport& report) {
   for (const auto& r : report.rows) {
     out += fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} | {} |\n", r.workload, r.sandbox, r.unit,
                        Cell(r, r.p50), Cell(r, r.p90), Cell(r, r.max), Ratio(r), Delta(r), r.failures.size());
+  }
+  bool any_burst = false;
+  for (const auto& r : report.rows) {
+    if (!r.per_second) continue;
+    if (!any_burst) {
+      out += "\nBursts: every run sent at once, each from its own client, to `smolbox serve` (16 at a time, "
+             "the rest queued), each printing its own token; the baseline runs the interpreters 16 at a time, "
+             "each timed from the burst's start.\n\n";
+      any_burst = true;
+    }
+    out += fmt::format("- {} on {}: {} answered, {:.1f} per second; p50 {} ms, p99 {} ms, {} failed\n", r.workload,
+                       r.sandbox, r.samples.size(), *r.per_second, Cell(r, r.p50), Cell(r, r.p99), r.failures.size());
   }
   for (const auto& r : report.rows) {
     for (const auto& f : r.failures) out += fmt::format("\n- {} on {}: {}", r.workload, r.sandbox, f);

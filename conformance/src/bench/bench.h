@@ -62,6 +62,9 @@ struct BenchPlan {
   std::vector<std::string> sandboxes;  // the first is the baseline ratios are taken against
   std::vector<Workload> workloads;
   int runs = 10;
+  // With the API rows: after the runs, a burst of this many runs at once (api_bench.h) to each
+  // API sandbox's servers, without a pool and with one; 0 for none.
+  int burst = 0;
 };
 
 struct BenchRow {
@@ -70,7 +73,8 @@ struct BenchRow {
   std::string unit = "ms";  // the workload's
   std::vector<int64_t> samples;  // of the runs that passed, in run order
   std::vector<std::string> failures;  // why the others did not count
-  int64_t p50 = 0, p90 = 0, max = 0;
+  int64_t p50 = 0, p90 = 0, p99 = 0, max = 0;
+  std::optional<double> per_second;  // a burst's: its requests over its wall time
   double ratio = 0;  // p50 over the baseline's p50 for the same workload; 0 when unknown
   std::optional<int64_t> delta;  // p50 minus the baseline's p50; none when unknown
 };
@@ -85,7 +89,7 @@ struct BenchReport {
 
 // The nearest-rank percentile (p in 0..100) of samples; 0 for none.
 int64_t Percentile(std::vector<int64_t> samples, int p);
-// Fills p50, p90, max, ratio and delta from the samples.
+// Fills p50, p90, p99, max, ratio and delta from the samples.
 void Summarize(BenchReport& report);
 
 BenchReport RunBench(const BenchPlan& plan, const std::vector<Profile>& profiles,

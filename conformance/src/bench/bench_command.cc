@@ -27,6 +27,7 @@ struct BenchFlags {
   bool no_transform = false;
   bool no_egress = false;
   bool no_api = false;
+  int burst = 300;
   std::string report_dir;
   bool json = false;
   std::string catalog = std::string(SMOLVM_CHECK_SOURCE_DIR) + "/adversarial/catalog.json";
@@ -74,7 +75,8 @@ int RunBenchCommand(const BenchFlags& flags) {
     if (!more) return fmt::print(stderr, "smolvm-check: {}\n", more.error().ToString()), 2;
     workloads.insert(workloads.end(), more->begin(), more->end());
   }
-  BenchPlan plan{flags.sandboxes.empty() ? DefaultSandboxes() : flags.sandboxes, std::move(workloads), flags.runs};
+  BenchPlan plan{flags.sandboxes.empty() ? DefaultSandboxes() : flags.sandboxes, std::move(workloads), flags.runs,
+                 flags.burst};
   std::vector<Profile> profiles;
   for (const auto& sandbox : plan.sandboxes) {
     auto profile = LoadProfile(sandbox, flags.profiles);
@@ -132,6 +134,11 @@ void AddBenchCommand(CLI::App& app, int& exit_code) {
   bench->add_flag("--no-api", flags->no_api,
                   "Leave out the HTTP API rows (python print(42) through smolbox serve: a run from a warm pool, a "
                   "run of its own, an exec into a created sandbox)");
+  bench->add_option("--burst", flags->burst,
+                    "With the API rows: after the runs, this many runs at once to each API server, without a "
+                    "pool and with one, for their p50 and p99 latency and throughput; 0 for none")
+      ->check(CLI::Range(0, 1000))
+      ->capture_default_str();
   bench->add_option("--report-dir", flags->report_dir, "Write bench.json, bench.md and bench.svg here");
   bench->add_flag("--json", flags->json, "Print bench.json instead of the table");
   bench->add_option("--catalog", flags->catalog, "The battery's catalog.json")->capture_default_str();

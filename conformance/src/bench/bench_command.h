@@ -2,7 +2,7 @@
 // this host, side by side.
 //
 //   smolvm-check bench [--sandbox S ...] [--lang python|js] [--runs N] [--no-transform]
-//                      [--no-egress] [--no-api] [--report-dir DIR] [--json]
+//                      [--no-egress] [--no-api] [--burst N] [--report-dir DIR] [--json]
 //
 // Without --sandbox: null (the bare interpreter, the baseline), smolbox:ns, the vm backend this
 // host can run (smolbox:vm on KVM, else smolbox:vm-tcg), and bwrap and runsc where installed.
