@@ -134,7 +134,8 @@ Invocation RunJson(const std::vector<std::string>& options, const std::vector<st
   return RunSmolbox(args);
 }
 
-LiveSmolbox::LiveSmolbox(const std::vector<std::string>& args, const std::vector<std::string>& env) {
+LiveSmolbox::LiveSmolbox(const std::vector<std::string>& args, const std::vector<std::string>& env,
+                         const std::vector<std::string>& prefix) {
   int in[2], out[2], err[2];
   if (pipe2(in, O_CLOEXEC) != 0 || pipe2(out, O_CLOEXEC) != 0 || pipe2(err, O_CLOEXEC) != 0) return;
   pid_ = fork();
@@ -142,7 +143,7 @@ LiveSmolbox::LiveSmolbox(const std::vector<std::string>& args, const std::vector
     dup2(in[0], 0);
     dup2(out[1], 1);
     dup2(err[1], 2);
-    ExecSmolbox(args, env, 0);
+    ExecSmolbox(args, env, 0, prefix);
   }
   close(in[0]);
   close(out[1]);

@@ -43,8 +43,9 @@ Invocation RunJson(const std::vector<std::string>& options, const std::vector<st
 //   EXPECT_EQ(box.ReadStdoutUntil("a\n", std::chrono::seconds(30)), "a\n");
 class LiveSmolbox {
  public:
-  // env: more variables for it (K=V), as RunSmolbox takes them.
-  explicit LiveSmolbox(const std::vector<std::string>& args, const std::vector<std::string>& env = {});
+  // env: more variables for it (K=V), and prefix: a command that execs it, as RunSmolbox takes them.
+  explicit LiveSmolbox(const std::vector<std::string>& args, const std::vector<std::string>& env = {},
+                       const std::vector<std::string>& prefix = {});
   ~LiveSmolbox();
   LiveSmolbox(const LiveSmolbox&) = delete;
   LiveSmolbox& operator=(const LiveSmolbox&) = delete;

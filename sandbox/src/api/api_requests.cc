@@ -28,6 +28,11 @@ Expected<void> RefuseHostPaths(const RunSpec& spec) {
   if (!spec.sandbox.egress.netns.empty()) {
     return std::unexpected(Error::Field("egress.netns", "is the server's to choose, not a client's"));
   }
+  // The gateway asks its resolver from the host's side, past the floor: a client's choice would
+  // send its queries to any address and port, the host's loopback included.
+  if (spec.sandbox.egress.dns_server) {
+    return std::unexpected(Error::Field("egress.dns_server", "is the server's to choose, not a client's"));
+  }
   return {};
 }
 

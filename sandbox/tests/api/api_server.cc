@@ -6,14 +6,14 @@
 namespace smolbox::testing {
 
 ApiServer::ApiServer(const std::vector<std::string>& extra, const std::string& listen,
-                     const std::vector<std::string>& env) {
+                     const std::vector<std::string>& env, const std::vector<std::string>& prefix) {
   dir_ = std::make_unique<TempDir>("api");
   std::vector<std::string> args = {"serve", "--listen", listen.empty() ? "unix:" + dir_->path() + "/api.sock" : listen};
   args.insert(args.end(), extra.begin(), extra.end());
-  process_ = std::make_unique<LiveSmolbox>(args, env);
+  process_ = std::make_unique<LiveSmolbox>(args, env, prefix);
   std::string out = process_->ReadStdoutUntil("\n", std::chrono::seconds(30));
-  const std::string prefix = "smolbox serve: listening on ";
-  if (out.starts_with(prefix) && out.ends_with("\n")) address_ = out.substr(prefix.size(), out.size() - prefix.size() - 1);
+  const std::string listening = "smolbox serve: listening on ";
+  if (out.starts_with(listening) && out.ends_with("\n")) address_ = out.substr(listening.size(), out.size() - listening.size() - 1);
   if (address_.starts_with("unix:")) socket_path_ = address_.substr(5);
 }
 

@@ -25,9 +25,9 @@ namespace smolbox::testing {
 class ApiServer {
  public:
   // extra: more flags for smolbox serve. With listen empty, it listens on a unix socket of its own.
-  // env: more variables for the server (K=V).
+  // env: more variables for the server (K=V); prefix: a command that execs it (LiveSmolbox's).
   explicit ApiServer(const std::vector<std::string>& extra = {}, const std::string& listen = "",
-                     const std::vector<std::string>& env = {});
+                     const std::vector<std::string>& env = {}, const std::vector<std::string>& prefix = {});
   // SIGTERM, as a service manager stops it, and a wait for its drain.
   ~ApiServer();
 

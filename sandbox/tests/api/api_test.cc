@@ -169,6 +169,8 @@ TEST(Api, bad_requests_get_a_4xx_naming_the_field_and_start_nothing) {
       {"/v1/run", R"({"argv": ["/bin/cat"], "stdin_file": "/etc/shadow"})", 400, "stdin_file"},
       {"/v1/run", R"({"argv": ["/bin/true"], "image": "/"})", 400, "image"},
       {"/v1/run", R"({"argv": ["/bin/true"], "egress": {"netns": "/proc/1/ns/net"}})", 400, "egress.netns"},
+      {"/v1/run", R"({"argv": ["/bin/true"], "egress": {"dns_server": "127.0.0.1:6379"}})", 400, "egress.dns_server"},
+      {"/v1/sandboxes", R"({"egress": {"dns_server": "127.0.0.1"}})", 400, "egress.dns_server"},
       {"/v1/run", R"({"argv": ["/bin/true"], "stdin": ")" + big + R"("})", 413, "body"},
       {"/v1/sandboxes", R"({"argv": ["/bin/true"]})", 400, "argv"},
       {"/v1/sandboxes", R"({"limits": {"pids": -1}})", 400, "limits.pids"},

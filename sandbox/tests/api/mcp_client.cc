@@ -18,8 +18,9 @@ std::vector<std::string> McpArgs(const std::vector<std::string>& extra) {
 
 }  // namespace
 
-McpClient::McpClient(const std::vector<std::string>& extra, const std::vector<std::string>& env)
-    : process_(McpArgs(extra), env) {}
+McpClient::McpClient(const std::vector<std::string>& extra, const std::vector<std::string>& env,
+                     const std::vector<std::string>& prefix)
+    : process_(McpArgs(extra), env, prefix) {}
 
 json McpClient::Send(const std::string& line) {
   EXPECT_TRUE(process_.WriteStdin(line + "\n", std::chrono::seconds(10)));

@@ -16,8 +16,10 @@ namespace smolbox::testing {
 
 class McpClient {
  public:
-  // extra: more flags for smolbox mcp, after --backend ns; env: more variables for it (K=V).
-  explicit McpClient(const std::vector<std::string>& extra = {}, const std::vector<std::string>& env = {});
+  // extra: more flags for smolbox mcp, after --backend ns; env: more variables for it (K=V);
+  // prefix: a command that execs it (LiveSmolbox's).
+  explicit McpClient(const std::vector<std::string>& extra = {}, const std::vector<std::string>& env = {},
+                     const std::vector<std::string>& prefix = {});
 
   // Sends one line and returns the reply line, parsed (null when none came in time).
   nlohmann::json Send(const std::string& line);

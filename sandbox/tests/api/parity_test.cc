@@ -40,7 +40,8 @@ struct ParityCase {
 const std::map<std::string, std::string> kCheckedElsewhere = {
     {"image", "ImageRun.the_api_runs_a_store_image_and_makes_sandboxes_of_it_as_the_cli_does, through every path "
               "here (needs an imported image)"},
-    {"egress", "the battery through smolbox:api runs every egress case as a POST /v1/run (needs the test internet)"},
+    {"egress", "EgressParity.an_allowed_host_has_the_same_effect_through_the_cli_the_api_a_sandbox_the_sdk_and_mcp, "
+               "and the battery through smolbox:api runs every egress case as a POST /v1/run (needs the test internet)"},
     {"accel", "vm only: the battery through smolbox:api-vm-tcg"},
     {"vm_snapshot", "vm only: --no-snapshot is the smolbox:vm-fresh profile"},
     {"network", "only \"none\", the default of every path"},
