@@ -263,6 +263,15 @@ Expected<void> PlaceResolvConf(int upper_fd, const std::string& resolver) {
   return WriteNewFile(upper_fd, "etc/resolv.conf", ResolvConf(resolver), "the sandbox's /etc/resolv.conf");
 }
 
+// The tmpfs options of the sandbox's root: a megabyte for what setup writes there, and with a
+// caller's CA bundle, room for the largest whole bundle it may write (the store's own and the
+// caller's, each at its cap). The size only caps; the root is read-only once set up.
+std::string RootTmpfsOptions(const RootPlan& plan) {
+  size_t bytes = 1 << 20;
+  if (!plan.ca_bundle.empty()) bytes += kMaxTrustBundleBytes + kMaxCaBundleBytes;
+  return fmt::format("size={},mode=0755", bytes);
+}
+
 // An image's root: one overlay, the image beneath a small writable layer that only the setup
 // writes to (the mount points it makes, resolv.conf), made read-only before the workload
 // starts. /proc/self/mountinfo shows it as "/" and nothing else of the image: its layers are
@@ -277,7 +286,7 @@ Expected<void> MountImageRoot(const RootPlan& plan) {
   const std::string& root = plan.newroot;
   // The writable layer's tmpfs lies under the overlay, at the same point: pivot_root takes the
   // overlay, and the tmpfs is detached with the host's root, still held by the overlay.
-  SMOLBOX_TRY(Mount("tmpfs", root, "tmpfs", MS_NOSUID | MS_NODEV, "size=1m,mode=0755"));
+  SMOLBOX_TRY(Mount("tmpfs", root, "tmpfs", MS_NOSUID | MS_NODEV, RootTmpfsOptions(plan)));
   UniqueFd layers[2];
   const char* names[2] = {"upper", "work"};
   for (int i = 0; i < 2; ++i) {
@@ -525,7 +534,7 @@ Expected<void> BuildRoot(const RootPlan& plan) {
   if (plan.image_fd >= 0) {
     SMOLBOX_TRY(MountImageRoot(plan));
   } else {
-    SMOLBOX_TRY(Mount("tmpfs", root, "tmpfs", MS_NOSUID | MS_NODEV, "size=1m,mode=0755"));
+    SMOLBOX_TRY(Mount("tmpfs", root, "tmpfs", MS_NOSUID | MS_NODEV, RootTmpfsOptions(plan)));
     SMOLBOX_TRY(MakeHostImage(root));
     SMOLBOX_TRY(MakeEtc(root, plan.uid, plan.gid, plan.resolver));
     if (!plan.ca_bundle.empty()) SMOLBOX_TRY(AddCaBundle(root, plan.ca_bundle));
