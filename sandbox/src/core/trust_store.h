@@ -30,6 +30,12 @@ inline constexpr const char* kSandboxCaBundle = "/etc/smolbox/ca-certificates.cr
 // them naming kSandboxCaBundle, unless it sets them itself.
 inline constexpr const char* kCaBundleVariables[] = {"SSL_CERT_FILE", "NODE_EXTRA_CA_CERTS", "REQUESTS_CA_BUNDLE",
                                                      "PIP_CERT", "CURL_CA_BUNDLE"};
+inline constexpr bool IsCaBundleVariable(std::string_view name) {
+  for (std::string_view variable : kCaBundleVariables) {
+    if (name == variable) return true;
+  }
+  return false;
+}
 inline constexpr size_t kMaxCaBundleBytes = 1 << 20;
 // The largest distribution bundle read to be joined with a caller's (Debian's is 200 KiB).
 inline constexpr size_t kMaxTrustBundleBytes = 16 << 20;

@@ -9,6 +9,7 @@
 
 #include "beneath.h"
 #include "bounded_read.h"
+#include "trust_store.h"
 #include "unique_fd.h"
 
 namespace smolbox::image {
@@ -112,7 +113,11 @@ Expected<ImageInfo> ApplyStoreImage(const ImageStore& store, RunSpec& spec, cons
   spec.sandbox.image = store.RootfsOf(image);
   for (const std::string& entry : config.env) {
     size_t equals = entry.find('=');
-    spec.exec.env.try_emplace(entry.substr(0, equals), entry.substr(equals + 1));
+    std::string name = entry.substr(0, equals);
+    // A caller's CA bundle joins the image's own in one file, which these variables name: the
+    // image's values for them would leave the caller's certificates out.
+    if (!spec.sandbox.ca_bundle.empty() && IsCaBundleVariable(name)) continue;
+    spec.exec.env.try_emplace(name, entry.substr(equals + 1));
   }
   if (!given.workdir && !spec.exec.workdir && !config.working_dir.empty()) spec.exec.workdir = config.working_dir;
   // As docker: the caller's entrypoint replaces the image's and drops its Cmd with it.

@@ -93,7 +93,8 @@ echo upper > "$work/opaque/srv/data/new"
 tar -C "$work/opaque" -cf "$work/opaque.tar" srv
 umoci raw add-layer --image "$layout:py" "$work/opaque.tar"
 umoci config --image "$layout:py" --config.env PATH=/usr/bin:/bin --config.env FROM_IMAGE=yes \
-  --config.env OVERRIDE=image --config.workingdir /srv/app --config.user app \
+  --config.env OVERRIDE=image --config.env SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt \
+  --config.workingdir /srv/app --config.user app \
   --config.cmd python3 --config.cmd main.py
 
 # tool: one static binary as the Entrypoint, with a default argument in Cmd.

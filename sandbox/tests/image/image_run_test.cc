@@ -329,12 +329,13 @@ TEST_F(ImageRun, the_api_runs_a_store_image_and_makes_sandboxes_of_it_as_the_cli
 }
 
 // An image keeps its own trust store, not the host's; --ca-bundle's certificates follow its
-// bundle, which is read in the image's root: its absolute link leads to the image's file.
+// bundle, which is read in the image's root: its absolute link leads to the image's file. The
+// image's Env names its own bundle in SSL_CERT_FILE, which the caller's bundle overrides.
 TEST_F(ImageRun, an_image_keeps_its_own_trust_store_and_a_ca_bundle_joins_it) {
   const std::string code = "import os; print(open('/etc/ssl/certs/ca-certificates.crt').read(), end=''); print(os.environ.get('SSL_CERT_FILE'))";
   Invocation own = Run({"--image", "test/py:1"}, {"python3", "-c", code});
   ASSERT_EQ(own.exit_code, 0) << own.err << own.out;
-  EXPECT_EQ(Stdout(own), "# the image's own trust store\nNone\n");
+  EXPECT_EQ(Stdout(own), "# the image's own trust store\n/etc/ssl/certs/ca-certificates.crt\n");
   std::string ca = store_.path() + "/ca.pem";
   ProgramRun made = RunProgram({"/usr/bin/openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
                                 "-nodes", "-days", "1", "-subj", "/CN=image test CA", "-keyout", store_.path() + "/ca-key.pem",
