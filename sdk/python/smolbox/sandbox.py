@@ -9,15 +9,20 @@ from .result import OutputEvent, Result
 _LIMITS = ("memory_mib", "cpus", "pids", "storage_mib", "timeout_ms", "cpu_ms", "output_bytes", "files")
 
 
+def _words(value):
+    """A command's words: a string is one word (a program), never its characters."""
+    return [value] if isinstance(value, str) else list(value)
+
+
 def _spec(argv=None, *, stdin=None, env=None, workdir=None, timeout=None, cpu_time=None, backend=None,
           image=None, user=None, network=None, egress=None, ca_bundle=None, mounts=None, entrypoint=None,
           **limits):
     """A RunSpec from keyword arguments. Times are in seconds; sizes as the spec's own fields."""
     spec = {}
     if argv is not None:
-        spec["argv"] = list(argv)
+        spec["argv"] = _words(argv)
     if entrypoint is not None:
-        spec["entrypoint"] = list(entrypoint)
+        spec["entrypoint"] = _words(entrypoint)
     for key, value in (("stdin", stdin), ("env", env), ("workdir", workdir), ("backend", backend),
                        ("image", image), ("user", user), ("network", network), ("egress", egress),
                        ("ca_bundle", ca_bundle), ("mounts", mounts)):
@@ -91,7 +96,7 @@ class Sandbox:
     def exec_iter(self, argv, *, stdin=None, env=None, workdir=None, timeout=None):
         """Yields OutputEvents as the workload writes, then its Result. Closing the iterator early
         ends the workload."""
-        body = {"argv": list(argv)}
+        body = {"argv": _words(argv)}
         if stdin is not None:
             body["stdin"] = stdin
         if env is not None:

@@ -26,6 +26,12 @@ def test_run_returns_a_typed_result(client):
     assert isinstance(result.usage, smolbox.Usage) and result.usage.wall_ms >= 0
 
 
+def test_an_entrypoint_or_a_command_given_as_a_string_is_one_word(client):
+    result = smolbox.run(["-c", "print('front')"], entrypoint=PY, backend="ns", client=client)
+    assert result.stdout == "front\n"
+    assert smolbox.run("/bin/true", backend="ns", client=client).exit_code == 0
+
+
 def test_stdin_and_env_reach_the_workload(client):
     result = smolbox.run([PY, "-c", "import os; print(input()[::-1], os.environ['K'])"], stdin="abc\n",
                          env={"K": "v"}, backend="ns", client=client)
