@@ -39,6 +39,10 @@ CLI::App* AddServeCommand(CLI::App& app, ServeFlags& f) {
                     "runs and execs over --max-concurrent-execs that wait their turn, in order, each at most "
                     "its own timeout; past them a request gets 429 with Retry-After (default 512)")
       ->type_name("N");
+  serve->add_option("--max-queue-wait", f.max_queue_wait,
+                    "the longest a request waits in that queue, whatever its timeout: a client that left while it "
+                    "waited holds its place no longer (default 5m)")
+      ->type_name("DUR");
   serve->add_option("--pool", f.pools,
                     "BACKEND[:IMAGE]=N: keep N sandboxes ready (BACKEND ns, vm, vm-kvm or vm-tcg) for one-shot runs "
                     "that name that backend and image and otherwise use the defaults; repeatable")
@@ -77,6 +81,9 @@ int RunServeCommand(const ServeFlags& f, const std::string& exe) {
   auto drain = ParseDuration(f.drain_timeout);
   if (!drain) return Refuse(Error::Field("--drain-timeout", drain.error().what));
   options.drain_timeout_ms = *drain;
+  auto queue_wait = ParseDuration(f.max_queue_wait);
+  if (!queue_wait) return Refuse(Error::Field("--max-queue-wait", queue_wait.error().what));
+  options.max_queue_wait_ms = *queue_wait;
   for (const std::string& text : f.pools) {
     auto pool = api::ParsePoolOption(text);
     if (!pool) return Refuse(pool.error());

@@ -17,6 +17,7 @@ struct ServeFlags {
   int max_concurrent_execs = 16;
   int max_queued = 512;
   std::string drain_timeout = "30s";
+  std::string max_queue_wait = "5m";
   std::vector<std::string> pools;
   std::string volume_root;
 };

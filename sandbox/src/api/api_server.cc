@@ -206,9 +206,11 @@ class Api {
   }
 
   // One of --max-concurrent-execs, taken at once or after a wait in the queue of at most
-  // timeout_ms, the request's own timeout; null, with the reply made, when none came.
+  // timeout_ms, the request's own timeout, and --max-queue-wait; null, with the reply made, when
+  // none came.
   std::shared_ptr<void> TakeExecSlot(int64_t timeout_ms, httplib::Response& res) {
-    auto slot = queue_.Take(std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms));
+    int64_t wait_ms = std::min(timeout_ms, options_.max_queue_wait_ms);
+    auto slot = queue_.Take(std::chrono::steady_clock::now() + std::chrono::milliseconds(wait_ms));
     if (slot) return *slot;
     switch (slot.error()) {
       case ExecQueue::Refusal::kClosed:
@@ -223,9 +225,11 @@ class Api {
         break;
       case ExecQueue::Refusal::kTimedOut:
         res.set_header("Retry-After", "1");
-        ReplyError(res, 429, Error::Field("max_concurrent_execs",
-                                          fmt::format("no slot of the {} came free within the request's timeout of {} ms",
-                                                      options_.max_concurrent_execs, timeout_ms)));
+        ReplyError(res, 429, Error::Field(wait_ms < timeout_ms ? "max_queue_wait" : "max_concurrent_execs",
+                                          fmt::format("no slot of the {} came free within {} ms, {}",
+                                                      options_.max_concurrent_execs, wait_ms,
+                                                      wait_ms < timeout_ms ? "the longest the server lets a request wait"
+                                                                           : "the request's timeout")));
         break;
     }
     return nullptr;
@@ -640,6 +644,7 @@ Expected<void> CheckOptions(const ServeOptions& options) {
                                         fmt::format("must be from {} to {}", options.max_queued < 0 ? 0 : 1, kMaxServeThreads)));
   }
   if (options.max_body < 1024) return std::unexpected(Error::Field("--max-body", "must be at least 1 KiB"));
+  if (options.max_queue_wait_ms < 1) return std::unexpected(Error::Field("--max-queue-wait", "must be positive"));
   if (!options.volume_root.empty()) return CheckVolumeRoot(options.volume_root);
   return {};
 }

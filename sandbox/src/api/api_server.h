@@ -31,6 +31,9 @@ struct ServeOptions {
   size_t max_body = 64 << 20;
   int max_concurrent_execs = 16;  // runs and execs at once
   int max_queued = 512;  // runs and execs that wait for one of those, in order (exec_queue.h)
+  // The longest one waits, whatever its own timeout: the server cannot see a client that hangs up
+  // while its request waits, so this bounds how long such a request holds its place.
+  int64_t max_queue_wait_ms = 300000;
   int64_t drain_timeout_ms = 30000;  // on SIGTERM, how long in-flight requests may finish
   std::string smolbox_exe;  // the smolbox binary children run
   std::vector<PoolOption> pools;  // --pool: sandboxes kept ready for one-shot runs

@@ -476,12 +476,14 @@ TEST(Api, the_sandbox_cap_refuses_and_a_run_over_the_exec_cap_waits_its_turn_in_
   EXPECT_GT(Metric(*client, "smolbox_queue_wait_seconds_sum"), 0.5) << "it waited for the 3 s exec";
 }
 
-// Past the queue's bound a request is refused at once, and a queued one whose own timeout
-// passes first is refused then: both 429 with Retry-After, naming what filled up.
-TEST(Api, past_the_queues_bound_or_its_own_timeout_a_request_gets_429_with_retry_after) {
-  for (const auto& [queued, timeout_ms, field] : {std::tuple{"0", 30000, "max_queued"},
-                                                   std::tuple{"4", 500, "max_concurrent_execs"}}) {
-    ApiServer server({"--max-concurrent-execs", "1", "--max-queued", queued});
+// Past the queue's bound a request is refused at once, and a queued one whose own timeout, or
+// the server's --max-queue-wait, passes first is refused then: each 429 with Retry-After, naming
+// what filled up.
+TEST(Api, past_the_queues_bound_its_own_timeout_or_the_longest_wait_a_request_gets_429_with_retry_after) {
+  for (const auto& [queued, timeout_ms, wait, field] : {std::tuple{"0", 30000, "5m", "max_queued"},
+                                                         std::tuple{"4", 500, "5m", "max_concurrent_execs"},
+                                                         std::tuple{"4", 30000, "500ms", "max_queue_wait"}}) {
+    ApiServer server({"--max-concurrent-execs", "1", "--max-queued", queued, "--max-queue-wait", wait});
     auto client = server.Client();
     std::thread holder([&] {
       auto other = server.Client();
@@ -495,9 +497,21 @@ TEST(Api, past_the_queues_bound_or_its_own_timeout_a_request_gets_429_with_retry
     EXPECT_EQ(refused->status, 429) << refused->body;
     EXPECT_EQ(refused->get_header_value("Retry-After"), "1");
     EXPECT_EQ(json::parse(refused->body)["error"]["field"], field) << refused->body;
-    if (std::string(queued) == "4") EXPECT_GE(waited, std::chrono::milliseconds(450)) << "it waited its timeout";
-    else EXPECT_LT(waited, std::chrono::seconds(2)) << "refused at once";
+    if (std::string(queued) == "4") {
+      EXPECT_GE(waited, std::chrono::milliseconds(450)) << "it waited its timeout or the longest wait";
+    } else {
+      EXPECT_LT(waited, std::chrono::seconds(2)) << "refused at once";
+    }
     holder.join();
+  }
+}
+
+TEST(Api, bad_queue_flags_are_refused_naming_the_flag_before_anything_starts) {
+  for (const auto& [flag, value] : {std::pair{"--max-queue-wait", "0"}, std::pair{"--max-queue-wait", "soon"},
+                                    std::pair{"--max-queued", "-1"}}) {
+    Invocation bad = RunSmolbox({"serve", "--listen", "unix:/nonexistent/api.sock", flag, value});
+    EXPECT_EQ(bad.exit_code, 125) << flag << " " << value;
+    EXPECT_NE(bad.err.find(flag), std::string::npos) << bad.err;
   }
 }
 
