@@ -103,10 +103,14 @@ CLI::App* AddMcpCommand(CLI::App& app, McpFlags& f) {
                   "accept volumes whose source is a path relative to DIR, as serve --volume-root does "
                   "(default: no volumes)")
       ->type_name("DIR");
+  mcp->add_flag("--allow-egress", f.allow_egress,
+                "let a call give its sandbox an egress policy (egress: allow_hosts, ...); without it every "
+                "sandbox has no network, and a call that asks for one is refused");
   mcp->footer(
       "Tools: run_code, create_sandbox, exec, write_file, read_file, remove_sandbox; run_code and\n"
-      "create_sandbox take a RunSpec's fields. No network unless a call's egress allows hosts, and\n"
-      "30 s per run unless its limits say otherwise. The session's sandboxes end with it.");
+      "create_sandbox take a RunSpec's fields. No network unless --allow-egress and a call's egress\n"
+      "allows hosts, and 30 s per run unless its limits say otherwise. The session's sandboxes end\n"
+      "with it.");
   return mcp;
 }
 
@@ -118,7 +122,7 @@ int RunMcpCommand(const McpFlags& f, const std::string& exe) {
   if (!f.volume_root.empty()) {
     if (auto checked = api::CheckVolumeRoot(f.volume_root); !checked) return Refuse(checked.error());
   }
-  return api::ServeMcp({exe, f.backend, f.max_sandboxes, f.volume_root});
+  return api::ServeMcp({exe, f.backend, f.max_sandboxes, f.volume_root, f.allow_egress});
 }
 
 }  // namespace smolbox::cli

@@ -20,6 +20,7 @@ struct ServeFlags {
   std::string max_queue_wait = "5m";
   std::vector<std::string> pools;
   std::string volume_root;
+  bool allow_egress = false;
 };
 
 CLI::App* AddServeCommand(CLI::App& app, ServeFlags& flags);
@@ -30,6 +31,7 @@ struct McpFlags {
   std::string backend;
   int max_sandboxes = 8;
   std::string volume_root;
+  bool allow_egress = false;
 };
 
 CLI::App* AddMcpCommand(CLI::App& app, McpFlags& flags);

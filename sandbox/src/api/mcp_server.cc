@@ -341,7 +341,7 @@ class Session {
     json spec = raw;
     for (const char* key : {"language", "code", "command"}) spec.erase(key);
     spec["argv"] = std::move(argv);
-    SMOLBOX_TRY(ApplyBackend(spec));
+    SMOLBOX_TRY(ApplySessionRules(spec));
     std::string text = spec.dump();
     auto parsed = ParseRunRequest(text, options_.volume_root);
     if (!parsed) return std::unexpected(InToolTerms(parsed.error()));
@@ -349,8 +349,15 @@ class Session {
     return WorkloadResult(result);
   }
 
-  // The session's backend, when smolbox mcp was given one: a call may name it, and no other.
-  Expected<void> ApplyBackend(json& spec) const {
+  // What the operator decided for the whole session. The session's backend, when smolbox mcp
+  // was given one: a call may name it, and no other. And no network unless the operator allowed
+  // it: the caller is a model, whose code and arguments a prompt may have written, so egress is
+  // the operator's to open (--allow-egress), not the call's.
+  Expected<void> ApplySessionRules(json& spec) const {
+    if (spec.contains("egress") && !spec["egress"].is_null() && !options_.allow_egress) {
+      return std::unexpected(Error::Field("egress", "this session gives no network (smolbox mcp --allow-egress lets "
+                                                    "calls allow hosts)"));
+    }
     if (options_.backend.empty()) return {};
     if (spec.contains("backend") && spec["backend"] != options_.backend) {
       return std::unexpected(Error::Field(
@@ -368,7 +375,7 @@ class Session {
           "max_sandboxes", fmt::format("this session holds {} sandboxes, its most; remove one first", sandboxes_.size())));
     }
     json spec = raw;
-    SMOLBOX_TRY(ApplyBackend(spec));
+    SMOLBOX_TRY(ApplySessionRules(spec));
     std::string text = spec.dump();
     SMOLBOX_TRY(ParseCreateRequest(text, options_.volume_root));
     SMOLBOX_ASSIGN_OR_RETURN(auto id, NewSandboxId());

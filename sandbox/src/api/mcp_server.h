@@ -22,6 +22,7 @@ struct McpOptions {
   std::string backend;      // every sandbox's: "ns", "vm", or empty for smolbox's choice (auto)
   int max_sandboxes = 8;    // at once, in one session
   std::string volume_root;  // where volumes' sources are, as serve --volume-root's; empty: none
+  bool allow_egress = false;  // whether a call may give its sandbox an egress policy
 };
 
 // Serves stdin to stdout until stdin ends; returns the exit code.

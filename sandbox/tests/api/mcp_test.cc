@@ -122,6 +122,9 @@ TEST(Mcp, bad_calls_are_tool_errors_naming_the_field_and_the_server_goes_on) {
       {"run_code", {{"code", "1"}, {"image", "/"}}, "image"},
       {"run_code", {{"code", "1"}, {"mounts", {{{"source", "x"}, {"target", "/x"}}}}}, "mounts"},
       {"run_code", {{"code", "1"}, {"backend", "vm"}}, "backend"},
+      // No network unless the operator started the session with --allow-egress.
+      {"run_code", {{"code", "1"}, {"egress", {{"allow_hosts", {"api.allowed.test"}}}}}, "egress"},
+      {"create_sandbox", {{"egress", {{"net", true}}}}, "egress"},
       {"create_sandbox", {{"entrypoint", {"/bin/sh"}}}, "entrypoint"},
       // workdir is an exec's argument: the unknown sandbox is what is wrong.
       {"exec", {{"sandbox_id", "x"}, {"workdir", 7}}, "sandbox_id"},

@@ -73,7 +73,7 @@ TEST_F(EgressParity, an_allowed_host_has_the_same_effect_through_the_cli_the_api
   auto removed = client->Delete(("/v1/sandboxes/" + id).c_str());
   EXPECT_TRUE(removed && removed->status / 100 == 2);
 
-  McpClient mcp({}, {}, InUplinkWithItsResolver());
+  McpClient mcp({"--allow-egress"}, {}, InUplinkWithItsResolver());
   json tool_run = mcp.Call("run_code", {{"command", argv}, {"egress", egress}});
   EXPECT_EQ(Outcome(tool_run.value("structuredContent", json())), kExpected) << "MCP run_code: " << tool_run.dump();
   json tool_box = mcp.Call("create_sandbox", {{"egress", egress}});
