@@ -118,7 +118,7 @@ Expected<UniqueFd> OpenStdinFile(const std::string& path) { return shared::OpenS
 RunResult ExecInSandbox(const std::string& name, const ExecOrder& order, const ExecIo& io, int cancel_fd) {
   auto dir = OpenSandboxDir(name);
   if (!dir) return Refused(dir.error().ToString());
-  auto lock = TryLock(dir->get());
+  auto lock = TryLockPastForks(dir->get());
   if (!lock) return Refused(lock.error().ToString());
   if (!lock->valid()) {
     return Refused(fmt::format("sandbox {:?} is busy: another exec is running in it (execs into one sandbox "

@@ -8,6 +8,8 @@
 
 #include <algorithm>
 #include <cctype>
+#include <chrono>
+#include <thread>
 #include <cerrno>
 #include <cstring>
 
@@ -185,6 +187,16 @@ Expected<UniqueFd> TryLock(int dir_fd) {
     return std::unexpected(Error::Sys("lock the sandbox's lock file"));
   }
   return fd;
+}
+
+Expected<UniqueFd> TryLockPastForks(int dir_fd) {
+  constexpr auto kForkWindow = std::chrono::seconds(2);
+  auto deadline = std::chrono::steady_clock::now() + kForkWindow;
+  for (;;) {
+    auto lock = TryLock(dir_fd);
+    if (!lock || lock->valid() || std::chrono::steady_clock::now() >= deadline) return lock;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
 }
 
 Expected<bool> IsLocked(int dir_fd) {

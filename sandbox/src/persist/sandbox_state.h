@@ -64,6 +64,12 @@ Expected<void> WriteDeathReason(int dir_fd, const std::string& reason);
 // Tries to take the sandbox's lock without waiting; an invalid fd when someone holds it. The
 // lock is an open file description lock, held while the returned fd (or a copy of it) is open.
 Expected<UniqueFd> TryLock(int dir_fd);
+// TryLock, tried again for up to 2 s while it finds the lock held. A process forked on another
+// thread (the API server starts runs all the time) holds a copy of a lock fd until it execs and
+// the copy closes on exec: the last exec's lock looks held for that while after it ended, which
+// under a burst on two cores was more than 250 ms. An exec that really runs holds it as long as
+// it runs, so a second exec waits for a short one and is told busy during a long one.
+Expected<UniqueFd> TryLockPastForks(int dir_fd);
 // Whether someone holds the sandbox's lock, asked without taking it: a listing that took the
 // lock, even for a moment, would make an exec that starts in that moment fail as busy.
 Expected<bool> IsLocked(int dir_fd);

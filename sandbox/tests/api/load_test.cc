@@ -202,6 +202,9 @@ void Burst(const std::vector<std::string>& flags, const char* what) {
   ASSERT_TRUE(metrics);
   EXPECT_NE(metrics->body.find("smolbox_queue_refused_total{reason=\"full\"} 0"), std::string::npos) << metrics->body;
   EXPECT_EQ(server.Stop(SIGTERM), 0);
+  // A pool refilled during the burst warms each new sandbox with two execs in a row, which the
+  // runs' forks on other threads must not make look busy.
+  EXPECT_EQ(server.process().err().find("failed its warm-up"), std::string::npos) << server.process().err();
 }
 
 TEST(ApiLoad, a_burst_of_three_hundred_runs_waits_in_the_queue_and_every_one_gets_its_own_output) {
