@@ -2,6 +2,12 @@
 
 #include <signal.h>
 #include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cstring>
+
+#include "unique_fd.h"
 
 namespace smolbox::testing {
 
@@ -37,6 +43,29 @@ std::optional<int> ApiServer::Stop(int signal) {
   stopped_ = true;
   kill(process_->pid(), signal);
   return process_->Wait(std::chrono::seconds(60));
+}
+
+HangUp PostThenHangUpWhen(const ApiServer& server, const std::string& path, const std::string& body,
+                          const std::function<bool()>& running) {
+  HangUp seen;
+  UniqueFd connection(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  sockaddr_un address{};
+  address.sun_family = AF_UNIX;
+  if (!connection.valid() || server.socket_path().size() >= sizeof(address.sun_path)) return seen;
+  std::memcpy(address.sun_path, server.socket_path().data(), server.socket_path().size());
+  if (connect(connection.get(), reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0) return seen;
+  std::string request = "POST " + path + " HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n" +
+                        "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
+  if (send(connection.get(), request.data(), request.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(request.size())) return seen;
+  // Polled rather than timed, so that a slow start on a loaded machine is not taken for a lost run.
+  seen.running = WaitUntil(running, std::chrono::seconds(60));
+  // The server sends a run's headers at once and its body when the run ends.
+  char reply[4096];
+  ssize_t size = recv(connection.get(), reply, sizeof(reply), MSG_DONTWAIT);
+  std::string text(reply, size > 0 ? size_t(size) : 0);
+  size_t headers_end = text.find("\r\n\r\n");
+  seen.answered = headers_end != std::string::npos && headers_end + 4 < text.size();
+  return seen;  // closing the connection is the hang-up
 }
 
 std::vector<nlohmann::json> NdjsonLines(const std::string& body) {

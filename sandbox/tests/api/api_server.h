@@ -9,6 +9,7 @@
 #include <httplib.h>
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -55,6 +56,16 @@ class ApiServer {
 // POSTs body as JSON and returns the status and the parsed reply (null when it is not JSON;
 // status -1 when there was no reply).
 std::pair<int, nlohmann::json> Post(httplib::Client& client, const std::string& path, const std::string& body);
+
+// A client that leaves mid-request: POSTs body on a connection of its own to the server's unix
+// socket, holds it unread until `running` holds (polled for up to 60 s), then hangs up.
+// What it saw before hanging up:
+struct HangUp {
+  bool running = false;   // `running` held
+  bool answered = false;  // a reply's body came first (the request ended before its client left)
+};
+HangUp PostThenHangUpWhen(const ApiServer& server, const std::string& path, const std::string& body,
+                          const std::function<bool()>& running);
 
 // The lines of an NDJSON reply, each parsed.
 std::vector<nlohmann::json> NdjsonLines(const std::string& body);
