@@ -28,6 +28,7 @@
 #include "sandbox_state.h"
 #include "trust_store.h"
 #include "image_command.h"
+#include "oci_command.h"
 #include "serve_command.h"
 #include "smolbox/backend.h"
 #include "smolbox/image_spec.h"
@@ -710,6 +711,16 @@ int ReportParseError(const CLI::App& app, const CLI::ParseError& e) {
   return kExitSmolboxError;
 }
 
+// Engines are given a runtime binary, not a command: called as smolbox-oci, this is
+// `smolbox oci`.
+std::vector<std::string> OciAlias(int argc, char** argv) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  if (argc > 0 && std::filesystem::path(argv[0]).filename() == "smolbox-oci") args.insert(args.begin(), "oci");
+  // CLI11 takes its arguments last first.
+  std::reverse(args.begin(), args.end());
+  return args;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -743,8 +754,10 @@ int main(int argc, char** argv) {
   CLI::App* serve = smolbox::cli::AddServeCommand(app, serve_flags);
   smolbox::cli::McpFlags mcp_flags;
   CLI::App* mcp = smolbox::cli::AddMcpCommand(app, mcp_flags);
+  smolbox::cli::OciFlags oci_flags;
+  CLI::App* oci = smolbox::cli::AddOciCommand(app, oci_flags);
   try {
-    app.parse(argc, argv);
+    app.parse(OciAlias(argc, argv));
   } catch (const CLI::ParseError& e) {
     return ReportParseError(app, e);
   }
@@ -766,6 +779,7 @@ int main(int argc, char** argv) {
     if (app.got_subcommand(image)) return smolbox::cli::RunImageCommand(*image, image_flags);
     if (app.got_subcommand(serve)) return smolbox::cli::RunServeCommand(serve_flags, SelfPath());
     if (app.got_subcommand(mcp)) return smolbox::cli::RunMcpCommand(mcp_flags, SelfPath());
+    if (app.got_subcommand(oci)) return smolbox::cli::RunOciCommand(*oci, oci_flags);
     return Run(flags);
   } catch (const std::exception& e) {
     fmt::print(stderr, "smolbox: internal error: {}\n", e.what());

@@ -98,6 +98,17 @@ struct SandboxSpec {
   // exec's SSL_CERT_FILE, NODE_EXTRA_CA_CERTS, REQUESTS_CA_BUNDLE, PIP_CERT and CURL_CA_BUNDLE
   // name. Empty: the store as it is.
   std::string ca_bundle;
+  // Set only by the OCI runtime (docs/oci.md), as a bundle's config.json asks; never spec
+  // fields. writable_root: the image's root takes writes, held in memory and capped at the
+  // storage limit (an OCI root is writable unless root.readonly). hostname: the sandbox's own,
+  // where empty is smolbox's. network_namespace: a netns file the engine made (CNI), joined
+  // instead of a new empty one.
+  // map_image_ids: the image's files belong to host ids 0-65535 (an engine's rootfs), shown to
+  // the sandbox as its own ids through an idmapped mount (root runtime only).
+  bool writable_root = false;
+  std::string hostname;
+  std::string network_namespace;
+  bool map_image_ids = false;
   // vm backend: restore the guest from a boot snapshot instead of booting it, making the
   // snapshot on the first run (docs/guest.md, "Boot snapshot"). false: always a clean boot.
   bool vm_snapshot = true;

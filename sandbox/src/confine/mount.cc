@@ -263,11 +263,12 @@ Expected<void> PlaceResolvConf(int upper_fd, const std::string& resolver) {
   return WriteNewFile(upper_fd, "etc/resolv.conf", ResolvConf(resolver), "the sandbox's /etc/resolv.conf");
 }
 
-// The tmpfs options of the sandbox's root: a megabyte for what setup writes there, and with a
-// caller's CA bundle, room for the largest whole bundle it may write (the store's own and the
-// caller's, each at its cap). The size only caps; the root is read-only once set up.
+// The tmpfs options of the sandbox's root: a megabyte for what setup writes there, with a
+// caller's CA bundle room for the largest whole bundle it may write (the store's own and the
+// caller's, each at its cap), and a writable root's own cap. The size only caps; the root is
+// read-only once set up, unless it is writable.
 std::string RootTmpfsOptions(const RootPlan& plan) {
-  size_t bytes = 1 << 20;
+  size_t bytes = (1 << 20) + (size_t(plan.writable_root_mib) << 20);
   if (!plan.ca_bundle.empty()) bytes += kMaxTrustBundleBytes + kMaxCaBundleBytes;
   return fmt::format("size={},mode=0755", bytes);
 }
@@ -552,6 +553,8 @@ Expected<void> BuildRoot(const RootPlan& plan) {
   if (SMOLBOX_PROTECTED("minimal_dev")) {
     SMOLBOX_TRY(Mount("none", dev, nullptr, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NOEXEC | LockedFlags(dev)));
   }
+  // An OCI root that is not read-only takes writes; its upper layer holds them, capped.
+  if (plan.writable_root_mib > 0 && plan.image_fd >= 0) return {};
   return Mount("none", root, nullptr, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV);
 }
 

@@ -50,6 +50,9 @@ struct RootPlan {
   // they are and BuildRoot says so in *warnings.
   // The ns backend sets it; a microVM's sources are 9p shares that show nothing of the host.
   bool hide_host_paths = false;
+  // An image's root takes the workload's writes, in its overlay's upper layer: a tmpfs capped at
+  // this many MiB (SandboxSpec::writable_root). 0: the root is read-only.
+  int64_t writable_root_mib = 0;
   std::vector<std::string>* warnings = nullptr;
 };
 

@@ -86,11 +86,12 @@ Expected<void> BuildRootAndReport(ContainPlan& plan) {
   return channel::WriteMessage(plan.channel_fd, message);
 }
 
-Expected<void> SetHostname() {
+Expected<void> SetHostname(const std::string& hostname) {
   // Never the host's own name: only in a UTS namespace of the sandbox's.
   if (!SMOLBOX_PROTECTED("utsns")) return {};
   static constexpr char kName[] = "sandbox";
-  if (sethostname(kName, sizeof kName - 1) != 0) return std::unexpected(Error::Sys("sethostname"));
+  const char* name = hostname.empty() ? kName : hostname.c_str();
+  if (sethostname(name, strlen(name)) != 0) return std::unexpected(Error::Sys("sethostname"));
   if (setdomainname("", 0) != 0) return std::unexpected(Error::Sys("setdomainname"));
   return {};
 }
@@ -141,8 +142,9 @@ Expected<void> Contain(ContainPlan& plan) {
   SMOLBOX_TRY(MakeMountsPrivate());
   SMOLBOX_TRY(PrepareTmpfsStorage(plan));
   SMOLBOX_TRY(BuildRootAndReport(plan));
-  SMOLBOX_TRY(SetHostname());
-  SMOLBOX_TRY(confine::BringUpLoopback());
+  SMOLBOX_TRY(SetHostname(plan.hostname));
+  // An engine's netns (CNI) is the engine's to set up; the sandbox holds no capability in it.
+  if (!plan.engine_netns) SMOLBOX_TRY(confine::BringUpLoopback());
   SMOLBOX_TRY(PlumbEgress(plan));
   SMOLBOX_TRY(confine::PivotInto(plan.root.newroot));
   SMOLBOX_TRY(confine::LimitAgentBoundingSet());

@@ -36,6 +36,8 @@ struct ContainPlan {
   int64_t storage_mib = 0;
   // The sandbox may reach the network through the gateway: routes, listeners and the redirect.
   bool egress = false;
+  std::string hostname;  // empty: "sandbox"
+  bool engine_netns = false;  // born in a network namespace an OCI engine made
 };
 
 [[noreturn]] void ContainAndExecAgent(ContainPlan plan);

@@ -22,6 +22,7 @@
 #include "contain.h"
 #include "fd_passing.h"
 #include "gateway.h"
+#include "idmapped_image.h"
 #include "json_bounds.h"
 #include "mutant.h"
 #include "net.h"
@@ -76,7 +77,7 @@ ContainPlan MakePlan(const SandboxSpec& spec, const Sandbox& box, int child_chan
   plan.agent_fd = box.agent.get();
   plan.storage_mib = spec.limits.storage_mib;
   plan.root.newroot = box.dir->RootMountpoint();
-  if (spec.image != "host") plan.root.image = spec.image;
+  if (spec.image != "host") plan.root.image = spec.map_image_ids ? box.dir->path() + "/image" : spec.image;
   plan.root.workdir = spec.workdir;
   plan.root.uid = box.identity.uid;
   plan.root.gid = box.identity.gid;
@@ -84,6 +85,9 @@ ContainPlan MakePlan(const SandboxSpec& spec, const Sandbox& box, int child_chan
   plan.egress = spec.egress.policy.Enabled();
   if (plan.egress) plan.root.resolver = confine::kEgressResolver;
   plan.root.ca_bundle = spec.ca_bundle;
+  if (spec.writable_root) plan.root.writable_root_mib = spec.limits.storage_mib;
+  plan.hostname = spec.hostname;
+  plan.engine_netns = !spec.network_namespace.empty();
   if (box.storage) plan.root.storage = box.storage->mountpoint();
   else plan.tmpfs_storage_mountpoint = box.dir->path() + "/storage";
   for (const auto& v : box.volumes) {
@@ -98,6 +102,30 @@ ContainPlan MakePlan(const SandboxSpec& spec, const Sandbox& box, int child_chan
             [](const VolumeBind& a, const VolumeBind& b) { return a.target < b.target; });
   return plan;
 }
+
+// This thread, in another network namespace until destroyed: a clone made meanwhile is born in
+// it. Only root may enter a namespace of the host's user namespace.
+class NetnsVisit {
+ public:
+  static Expected<NetnsVisit> Enter(const std::string& path) {
+    NetnsVisit visit;
+    visit.home_.Reset(open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC));
+    if (!visit.home_.valid()) return std::unexpected(Error::Sys("open this thread's network namespace"));
+    UniqueFd target(open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
+    if (!target.valid()) return std::unexpected(Error::Sys("open the network namespace " + path));
+    if (setns(target.get(), CLONE_NEWNET) != 0) return std::unexpected(Error::Sys("join the network namespace " + path));
+    return visit;
+  }
+  NetnsVisit() = default;
+  NetnsVisit(NetnsVisit&&) = default;
+  ~NetnsVisit() {
+    // Failing to return would leave the runtime in the container's network: end it instead.
+    if (home_.valid() && setns(home_.get(), CLONE_NEWNET) != 0) abort();
+  }
+
+ private:
+  UniqueFd home_;
+};
 
 using SetupMessage = std::pair<channel::Message, std::vector<UniqueFd>>;
 Expected<SetupMessage> AwaitSetup(const Sandbox& box);
@@ -115,16 +143,24 @@ Expected<void> StartSandbox(const SandboxSpec& spec, Sandbox& box) {
   // it the setup would mount over, and pivot, the host's own tree.
   if (SMOLBOX_PROTECTED("userns")) flags |= CLONE_NEWUSER;
   if (SMOLBOX_PROTECTED("pidns")) flags |= CLONE_NEWPID;
-  if (SMOLBOX_PROTECTED("netns")) flags |= CLONE_NEWNET;
+  if (SMOLBOX_PROTECTED("netns") && spec.network_namespace.empty()) flags |= CLONE_NEWNET;
   if (SMOLBOX_PROTECTED("ipcns")) flags |= CLONE_NEWIPC;
   if (SMOLBOX_PROTECTED("utsns")) flags |= CLONE_NEWUTS;
+  // The engine's netns (CNI) is entered only around the clone, which is born in it.
+  std::optional<NetnsVisit> visit;
+  if (!spec.network_namespace.empty()) {
+    SMOLBOX_ASSIGN_OR_RETURN(auto entered, NetnsVisit::Enter(spec.network_namespace));
+    visit.emplace(std::move(entered));
+  }
   long pid = plan.cgroup.Clone(flags, &pidfd);
-  if (pid < 0) return std::unexpected(Error::Sys("clone with new namespaces"));
   if (pid == 0) {
     // Our copy of the runtime's end must go, or a dead runtime would never read as EOF here.
     close(box.channel.Release());
     ContainAndExecAgent(std::move(plan));
   }
+  int clone_errno = errno;
+  visit.reset();  // the runtime's way back, never the child's
+  if (pid < 0) return std::unexpected(Error::Sys("clone with new namespaces", clone_errno));
   box.pid = static_cast<pid_t>(pid);
   box.pidfd.Reset(pidfd);
   // While the child joins its cgroups.
@@ -225,6 +261,7 @@ Expected<void> Prepare(const SandboxSpec& spec, Sandbox& box, RunResult& result)
                                                     spec.limits.pids + 1}));
   if (!box.identity.rootless) {
     SMOLBOX_TRY(shared::EnterPrivateMountNamespace());
+    if (spec.map_image_ids) SMOLBOX_TRY(MountIdmappedImage(spec.image, box.identity, box.dir->path() + "/image"));
     auto storage = Storage::CreateDisk(spec.limits.storage_mib, box.dir->path() + "/storage");
     SMOLBOX_TRY(storage);
     box.storage.emplace(std::move(*storage));

@@ -36,6 +36,10 @@ void RemoveRunDir(const std::string& path) {
   umount2((path + "/storage").c_str(), MNT_DETACH);
   rmdir((path + "/storage").c_str());
   rmdir((path + "/root").c_str());
+  // An OCI engine's image, idmapped (ns/idmapped_image.h), mounted in the runtime's own private
+  // mount namespace: gone with a dead runtime, unmounted by a live one.
+  umount2((path + "/image").c_str(), MNT_DETACH);
+  rmdir((path + "/image").c_str());
   unlink((path + "/owner").c_str());
   rmdir(path.c_str());
 }

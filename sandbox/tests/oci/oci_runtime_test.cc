@@ -1,0 +1,325 @@
+// smolbox oci called as engines call runc: create, start, state, kill, delete, run, ps and
+// features, with the container's stdio in files (a create's container keeps them, as runc's).
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "oci_bundle.h"
+#include "smolbox_runner.h"
+
+extern char** environ;
+
+namespace smolbox::testing {
+namespace {
+
+using nlohmann::json;
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+struct OciCall {
+  int exit_code = -1;
+  std::string err;
+};
+
+// `smolbox-oci --root ROOT --log LOG --log-format json ARGS...` with stdin from /dev/null and
+// stdout to out_file (the container's, for create and run), stderr to a file of its own.
+class OciRuntime {
+ public:
+  OciCall Call(const std::vector<std::string>& args,
+               const std::string& out_file = "/dev/null") const {
+    std::vector<std::string> argv = {SmolboxPath() + "-oci", "--root", root(), "--log", log(),
+                                     "--log-format",         "json"};
+    argv.insert(argv.end(), args.begin(), args.end());
+    std::vector<char*> pointers;
+    for (auto& arg : argv) pointers.push_back(arg.data());
+    pointers.push_back(nullptr);
+    std::string err_file = dir_.path() + "/stderr";
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
+    posix_spawn_file_actions_addopen(&actions, 1, out_file.c_str(), O_WRONLY | O_CREAT | O_APPEND,
+                                     0600);
+    posix_spawn_file_actions_addopen(&actions, 2, err_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC,
+                                     0600);
+    pid_t pid = -1;
+    int spawned = posix_spawn(&pid, pointers[0], &actions, nullptr, pointers.data(), environ);
+    posix_spawn_file_actions_destroy(&actions);
+    OciCall call;
+    int status = 0;
+    if (spawned != 0 || waitpid(pid, &status, 0) != pid) return call;
+    call.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    call.err = ReadFile(err_file);
+    return call;
+  }
+
+  json State(const std::string& id) const {
+    std::string out = dir_.path() + "/state.out";
+    std::filesystem::remove(out);
+    if (Call({"state", id}, out).exit_code != 0) return json();
+    return json::parse(ReadFile(out), nullptr, false);
+  }
+
+  std::string root() const { return dir_.path() + "/root"; }
+  std::string log() const { return dir_.path() + "/log.json"; }
+  std::string file(const std::string& name) const { return dir_.path() + "/" + name; }
+
+ private:
+  TempDir dir_{"oci-runtime"};
+};
+
+bool ProcessGone(pid_t pid) {
+  // A monitor that has exited is a zombie of init (create's child, orphaned) until it is reaped.
+  std::string stat = ReadFile(fmt::format("/proc/{}/stat", pid));
+  return stat.empty() || stat.find(") Z ") != std::string::npos;
+}
+
+TEST(OciRuntime, a_container_goes_through_created_running_and_stopped_as_the_spec_says) {
+  OciRuntime runtime;
+  OciBundle bundle;
+  bundle.config["process"]["args"] = {"/bin/sh", "-c", "echo started; sleep 600"};
+  bundle.Save();
+  std::string out = runtime.file("container.out");
+  auto created = runtime.Call(
+      {"create", "--bundle", bundle.path(), "--pid-file", runtime.file("pid"), "c1"}, out);
+  ASSERT_EQ(created.exit_code, 0) << created.err;
+  json state = runtime.State("c1");
+  EXPECT_EQ(state["status"], "created") << state.dump();
+  EXPECT_EQ(state["id"], "c1");
+  EXPECT_EQ(state["bundle"], bundle.path());
+  pid_t pid = std::stoi(ReadFile(runtime.file("pid")));
+  EXPECT_EQ(state["pid"], pid);
+  EXPECT_EQ(ReadFile(out), "") << "the process ran before start";
+
+  ASSERT_EQ(runtime.Call({"start", "c1"}).exit_code, 0);
+  EXPECT_TRUE(WaitUntil([&] { return ReadFile(out) == "started\n"; }, std::chrono::seconds(30)))
+      << ReadFile(out);
+  EXPECT_EQ(runtime.State("c1")["status"], "running");
+  auto second_start = runtime.Call({"start", "c1"});
+  EXPECT_EQ(second_start.exit_code, 1);
+  EXPECT_NE(second_start.err.find("cannot start a container that is running"), std::string::npos)
+      << second_start.err;
+
+  // ps lists the container's processes (host pids): its agent, and the workload's sleep.
+  std::string ps = runtime.file("ps.out");
+  ASSERT_EQ(runtime.Call({"ps", "--format", "json", "c1"}, ps).exit_code, 0);
+  bool sleeper_listed = false;
+  for (const auto& listed : json::parse(ReadFile(ps))) {
+    sleeper_listed |=
+        ReadFile(fmt::format("/proc/{}/cmdline", listed.get<int>())).starts_with("sleep");
+  }
+  EXPECT_TRUE(sleeper_listed) << ReadFile(ps);
+
+  auto refused = runtime.Call({"delete", "c1"});
+  EXPECT_EQ(refused.exit_code, 1);
+  EXPECT_NE(refused.err.find("running"), std::string::npos) << refused.err;
+  ASSERT_EQ(runtime.Call({"kill", "c1", "15"}).exit_code, 0);
+  EXPECT_TRUE(WaitUntil([&] { return runtime.State("c1")["status"] == "stopped"; },
+                        std::chrono::seconds(30)));
+  EXPECT_TRUE(WaitUntil([&] { return ProcessGone(pid); }, std::chrono::seconds(30)));
+  EXPECT_EQ(runtime.Call({"kill", "c1", "KILL"}).exit_code, 1)
+      << "a stopped container takes no signal";
+  ASSERT_EQ(runtime.Call({"delete", "c1"}).exit_code, 0);
+  EXPECT_FALSE(std::filesystem::exists(runtime.root() + "/c1"));
+  auto gone = runtime.Call({"state", "c1"});
+  EXPECT_EQ(gone.exit_code, 1);
+  EXPECT_NE(gone.err.find("does not exist"), std::string::npos) << gone.err;
+  // As runc: deleting a container that is gone is an error, unless forced.
+  EXPECT_EQ(runtime.Call({"delete", "c1"}).exit_code, 1);
+  EXPECT_EQ(runtime.Call({"delete", "--force", "c1"}).exit_code, 0);
+  EXPECT_EQ(CountProcessesWith("sleep 600"), 0);
+}
+
+TEST(OciRuntime, run_waits_for_the_process_and_exits_with_its_status) {
+  OciRuntime runtime;
+  OciBundle bundle;
+  bundle.config["process"]["args"] = {"/bin/sh", "-c",
+                                      "echo $(hostname) $(id -u) $(cat /etc/shadow); exit 7"};
+  bundle.Save();
+  std::string out = runtime.file("run.out");
+  auto run = runtime.Call({"run", "--bundle", bundle.path(), "r1"}, out);
+  EXPECT_EQ(run.exit_code, 7) << run.err;
+  // The image's root-only file is the sandbox root's to read: the image is idmapped to it.
+  EXPECT_EQ(ReadFile(out), "runc 0 root-only\n");
+  EXPECT_FALSE(std::filesystem::exists(runtime.root() + "/r1")) << "run deletes what it created";
+}
+
+TEST(OciRuntime, a_read_only_root_refuses_writes_and_a_writable_one_takes_them) {
+  OciRuntime runtime;
+  OciBundle bundle;
+  bundle.config["process"]["args"] = {"/bin/sh", "-c", "touch /made && echo wrote"};
+  bundle.Save();
+  std::string out = runtime.file("ro.out");
+  EXPECT_NE(runtime.Call({"run", "--bundle", bundle.path(), "ro"}, out).exit_code, 0);
+  EXPECT_EQ(ReadFile(out), "");
+  bundle.config["root"]["readonly"] = false;
+  bundle.Save();
+  std::string rw = runtime.file("rw.out");
+  EXPECT_EQ(runtime.Call({"run", "--bundle", bundle.path(), "rw"}, rw).exit_code, 0);
+  EXPECT_EQ(ReadFile(rw), "wrote\n");
+  EXPECT_FALSE(std::filesystem::exists(bundle.rootfs() + "/made"))
+      << "a write reached the engine's rootfs";
+}
+
+TEST(OciRuntime, the_configs_limits_hold_in_the_container) {
+  OciRuntime runtime;
+  OciBundle bundle;
+  bundle.config["root"]["readonly"] = false;
+  bundle.config["linux"]["resources"] = {{"memory", {{"limit", 32 << 20}}},
+                                         {"pids", {{"limit", 20}}}};
+  // 64 MiB held in one shell variable, past the 32 MiB limit.
+  bundle.config["process"]["args"] = {
+      "/bin/sh", "-c", "x=$(head -c 67108864 /dev/zero | tr '\\0' a); echo survived"};
+  bundle.Save();
+  std::string memory = runtime.file("memory.out");
+  EXPECT_EQ(runtime.Call({"run", "--bundle", bundle.path(), "mem"}, memory).exit_code, 137);
+  EXPECT_EQ(ReadFile(memory), "");
+  // Forty sleepers past a limit of twenty processes: the shell is refused a fork.
+  bundle.config["process"]["args"] = {
+      "/bin/sh", "-c", "for i in $(seq 40); do sleep 30 & done 2>/dev/null; echo spawned"};
+  bundle.Save();
+  std::string pids = runtime.file("pids.out");
+  runtime.Call({"run", "--bundle", bundle.path(), "pids"}, pids);
+  EXPECT_NE(ReadFile(pids), "spawned\n") << "40 processes started under a limit of 20";
+}
+
+TEST(OciRuntime, a_bad_config_is_an_error_on_stderr_and_in_the_json_log_and_leaves_nothing) {
+  OciRuntime runtime;
+  OciBundle bundle;
+  bundle.config["linux"]["resources"] = {{"memory", {{"limit", 1024}}}};
+  bundle.Save();
+  auto created = runtime.Call({"create", "--bundle", bundle.path(), "bad"});
+  EXPECT_EQ(created.exit_code, 1);
+  EXPECT_NE(created.err.find("linux.resources.memory.limit"), std::string::npos) << created.err;
+  std::string log = ReadFile(runtime.log());
+  std::string last = log.substr(log.rfind('\n', log.size() - 2) + 1);
+  json line = json::parse(last, nullptr, false);
+  EXPECT_EQ(line.value("level", ""), "error") << log;
+  EXPECT_NE(line.value("msg", "").find("linux.resources.memory.limit"), std::string::npos) << log;
+  EXPECT_FALSE(line.value("time", "").empty());
+  EXPECT_FALSE(std::filesystem::exists(runtime.root() + "/bad"));
+  bundle.config = "not a config";
+  bundle.Save();
+  auto malformed = runtime.Call({"create", "--bundle", bundle.path(), "bad"});
+  EXPECT_EQ(malformed.exit_code, 1);
+  EXPECT_NE(malformed.err.find("config.json"), std::string::npos) << malformed.err;
+  auto bad_id = runtime.Call({"create", "--bundle", bundle.path(), "../escape"});
+  EXPECT_EQ(bad_id.exit_code, 1);
+  EXPECT_NE(bad_id.err.find("container id"), std::string::npos) << bad_id.err;
+  EXPECT_FALSE(std::filesystem::exists(runtime.root() + "/../escape"));
+}
+
+TEST(OciRuntime, a_create_that_was_killed_on_the_way_is_swept_by_the_next_call) {
+  OciRuntime runtime;
+  // What a create killed before its monitor reported leaves: its directory, still "creating",
+  // naming a monitor that is gone.
+  std::filesystem::create_directories(runtime.root() + "/half");
+  std::ofstream(runtime.root() + "/half/state.json")
+      << R"({"id":"half","bundle":"/x","status":"creating","pid":999999999,"pid_start":1,"created":"","annotations":{}})";
+  auto state = runtime.Call({"state", "half"});
+  EXPECT_EQ(state.exit_code, 1);
+  EXPECT_NE(state.err.find("does not exist"), std::string::npos) << state.err;
+  EXPECT_FALSE(std::filesystem::exists(runtime.root() + "/half"));
+  // And a create of the same id goes ahead.
+  OciBundle bundle;
+  bundle.config["process"]["args"] = {"/bin/true"};
+  bundle.Save();
+  std::filesystem::create_directories(runtime.root() + "/half");
+  auto created = runtime.Call({"create", "--bundle", bundle.path(), "half"});
+  EXPECT_EQ(created.exit_code, 0) << created.err;
+  EXPECT_EQ(runtime.Call({"delete", "--force", "half"}).exit_code, 0);
+}
+
+// A terminal: the pty's master goes to the console socket, and the process's output comes out of
+// it.
+TEST(OciRuntime, with_a_terminal_the_output_comes_through_the_pty_sent_to_the_console_socket) {
+  OciRuntime runtime;
+  OciBundle bundle;
+  bundle.config["process"]["terminal"] = true;
+  bundle.config["process"]["args"] = {"/bin/sh", "-c", "echo through-the-pty"};
+  bundle.Save();
+  std::string socket_path = runtime.file("console.sock");
+  int listener = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_un address{};
+  address.sun_family = AF_UNIX;
+  std::strncpy(address.sun_path, socket_path.c_str(), sizeof address.sun_path - 1);
+  ASSERT_EQ(bind(listener, reinterpret_cast<sockaddr*>(&address), sizeof address), 0);
+  ASSERT_EQ(listen(listener, 1), 0);
+  auto refused = runtime.Call({"create", "--bundle", bundle.path(), "tty"});
+  EXPECT_EQ(refused.exit_code, 1);
+  EXPECT_NE(refused.err.find("--console-socket"), std::string::npos) << refused.err;
+  auto created =
+      runtime.Call({"create", "--bundle", bundle.path(), "--console-socket", socket_path, "tty"});
+  ASSERT_EQ(created.exit_code, 0) << created.err;
+  int connection = accept4(listener, nullptr, nullptr, SOCK_CLOEXEC);
+  ASSERT_GE(connection, 0);
+  char name[64];
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))];
+  iovec payload{name, sizeof name};
+  msghdr message{};
+  message.msg_iov = &payload;
+  message.msg_iovlen = 1;
+  message.msg_control = control;
+  message.msg_controllen = sizeof control;
+  ASSERT_GT(recvmsg(connection, &message, 0), 0);
+  cmsghdr* header = CMSG_FIRSTHDR(&message);
+  ASSERT_NE(header, nullptr);
+  int master = -1;
+  std::memcpy(&master, CMSG_DATA(header), sizeof master);
+  ASSERT_EQ(runtime.Call({"start", "tty"}).exit_code, 0);
+  std::string seen;
+  EXPECT_TRUE(WaitUntil(
+      [&] {
+        char buffer[256];
+        fcntl(master, F_SETFL, O_NONBLOCK);
+        for (ssize_t n; (n = read(master, buffer, sizeof buffer)) > 0;)
+          seen.append(buffer, size_t(n));
+        return seen.find("through-the-pty") != std::string::npos;
+      },
+      std::chrono::seconds(30)))
+      << seen;
+  EXPECT_TRUE(WaitUntil([&] { return runtime.State("tty")["status"] == "stopped"; },
+                        std::chrono::seconds(30)));
+  EXPECT_EQ(runtime.Call({"delete", "tty"}).exit_code, 0);
+  close(master);
+  close(connection);
+  close(listener);
+}
+
+TEST(OciRuntime, exec_is_refused_naming_why) {
+  OciRuntime runtime;
+  auto exec = runtime.Call({"exec", "--process", "/dev/null", "c1"});
+  EXPECT_EQ(exec.exit_code, 1);
+  EXPECT_NE(exec.err.find("not supported yet"), std::string::npos) << exec.err;
+}
+
+TEST(OciRuntime, features_says_what_it_reads) {
+  OciRuntime runtime;
+  std::string out = runtime.file("features.out");
+  ASSERT_EQ(runtime.Call({"features"}, out).exit_code, 0);
+  json features = json::parse(ReadFile(out));
+  EXPECT_EQ(features["ociVersionMin"], "1.0.0");
+  EXPECT_EQ(features["hooks"], json::array()) << "smolbox runs no hooks";
+  EXPECT_NE(features["annotations"]["io.smolbox.annotations"].get<std::string>().find(
+                "io.smolbox.egress"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace smolbox::testing
