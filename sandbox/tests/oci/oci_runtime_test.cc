@@ -93,7 +93,8 @@ bool ProcessGone(pid_t pid) {
 TEST(OciRuntime, a_container_goes_through_created_running_and_stopped_as_the_spec_says) {
   OciRuntime runtime;
   OciBundle bundle;
-  bundle.config["process"]["args"] = {"/bin/sh", "-c", "echo started; sleep 600"};
+  std::string token = RandomToken();
+  bundle.config["process"]["args"] = {"/bin/sh", "-c", "echo started; sleep 600; :", token};
   bundle.Save();
   std::string out = runtime.file("container.out");
   auto created = runtime.Call(
@@ -111,12 +112,13 @@ TEST(OciRuntime, a_container_goes_through_created_running_and_stopped_as_the_spe
   EXPECT_TRUE(WaitUntil([&] { return ReadFile(out) == "started\n"; }, std::chrono::seconds(30)))
       << ReadFile(out);
   EXPECT_EQ(runtime.State("c1")["status"], "running");
+  EXPECT_GT(CountProcessesWith(token), 0) << "the shell stays, with the token as its $0";
   auto second_start = runtime.Call({"start", "c1"});
   EXPECT_EQ(second_start.exit_code, 1);
   EXPECT_NE(second_start.err.find("cannot start a container that is running"), std::string::npos)
       << second_start.err;
 
-  // ps lists the container's processes (host pids): its agent, and the workload's sleep.
+  // ps lists the container's processes (host pids): its agent, and the workload's shell and sleep.
   std::string ps = runtime.file("ps.out");
   ASSERT_EQ(runtime.Call({"ps", "--format", "json", "c1"}, ps).exit_code, 0);
   bool sleeper_listed = false;
@@ -143,7 +145,7 @@ TEST(OciRuntime, a_container_goes_through_created_running_and_stopped_as_the_spe
   // As runc: deleting a container that is gone is an error, unless forced.
   EXPECT_EQ(runtime.Call({"delete", "c1"}).exit_code, 1);
   EXPECT_EQ(runtime.Call({"delete", "--force", "c1"}).exit_code, 0);
-  EXPECT_EQ(CountProcessesWith("sleep 600"), 0);
+  EXPECT_EQ(CountProcessesWith(token), 0);
 }
 
 TEST(OciRuntime, run_waits_for_the_process_and_exits_with_its_status) {

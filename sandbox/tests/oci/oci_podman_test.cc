@@ -1,0 +1,148 @@
+// Real podman (rootful) running containers through smolbox-oci: `podman run --runtime`, on a
+// busybox image imported into a podman store of the test's own.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "oci_bundle.h"
+#include "smolbox_runner.h"
+
+namespace smolbox::testing {
+namespace {
+
+// podman with a store, run dir and runtime of the test's own, so nothing it makes outlives it.
+class Podman {
+ public:
+  Podman() {
+    OciBundle bundle;  // its rootfs, as an image
+    ProgramRun tar =
+        RunProgram({"tar", "-C", bundle.rootfs(), "-cf", dir_.path() + "/rootfs.tar", "."});
+    imported_ =
+        tar.exit_code == 0 && Call({"import", dir_.path() + "/rootfs.tar", kImage}).exit_code == 0;
+  }
+  ~Podman() {
+    Call({"rm", "--all", "--force", "--time", "0"});
+    Call({"rmi", "--all", "--force"});
+    // Its overlay store leaves mounts of the layers behind until unmounted.
+    Call({"system", "reset", "--force"});
+  }
+
+  bool imported() const { return imported_; }
+
+  ProgramRun Call(const std::vector<std::string>& args) const {
+    std::vector<std::string> argv = {"podman",
+                                     "--root",
+                                     dir_.path() + "/storage",
+                                     "--runroot",
+                                     dir_.path() + "/run",
+                                     "--cgroup-manager",
+                                     "cgroupfs",
+                                     "--runtime",
+                                     SmolboxPath() + "-oci"};
+    argv.insert(argv.end(), args.begin(), args.end());
+    return RunProgram(argv);
+  }
+
+  // podman run --rm IMAGE ARGS..., with options before the image.
+  ProgramRun Run(const std::vector<std::string>& options,
+                 const std::vector<std::string>& command) const {
+    std::vector<std::string> args = {"run", "--rm", "--pull", "never"};
+    args.insert(args.end(), options.begin(), options.end());
+    args.push_back(kImage);
+    args.insert(args.end(), command.begin(), command.end());
+    return Call(args);
+  }
+
+  static constexpr const char* kImage = "localhost/smolbox-oci-busybox:test";
+
+  // podman run -d --name NAME: a shell that stays (it does not exec its last command), with
+  // token as its $0, for CountProcessesWith.
+  ProgramRun StartSleeper(const std::string& name, const std::string& token) const {
+    return Call({"run", "-d", "--name", name, "--pull", "never", kImage, "/bin/sh", "-c",
+                 "sleep 600; :", token});
+  }
+
+ private:
+  TempDir dir_{"oci-podman"};
+  bool imported_ = false;
+};
+
+class OciPodman : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!OnPath("podman")) GTEST_SKIP() << "podman is not installed";
+    podman_ = std::make_unique<Podman>();
+    ASSERT_TRUE(podman_->imported()) << "podman import of the busybox rootfs failed";
+  }
+  std::unique_ptr<Podman> podman_;
+};
+
+TEST_F(OciPodman, runs_a_container_in_a_smolbox_sandbox_with_its_image_and_exit_code) {
+  auto run = podman_->Run(
+      {"--hostname", "box1"},
+      {"/bin/sh", "-c",
+       "echo $(hostname) $(id -u) $(cat /etc/shadow); grep -E '^(CapEff|NoNewPrivs|Seccomp):' "
+       "/proc/self/status | tr -s '\\t' ' '; exit 3"});
+  EXPECT_EQ(run.exit_code, 3) << run.err;
+  // Root of the container, with no capability, no_new_privs and smolbox's seccomp filter: what
+  // runc would not give a root container.
+  EXPECT_EQ(run.out, "box1 0 root-only\nCapEff: 0000000000000000\nNoNewPrivs: 1\nSeccomp: 2\n")
+      << run.err;
+}
+
+TEST_F(OciPodman, the_engines_memory_pids_and_network_options_hold) {
+  auto memory = podman_->Run(
+      {"--memory", "32m"},
+      {"/bin/sh", "-c", "x=$(head -c 67108864 /dev/zero | tr '\\0' a); echo survived"});
+  EXPECT_EQ(memory.exit_code, 137) << memory.out << memory.err;
+  auto pids = podman_->Run(
+      {"--pids-limit", "20"},
+      {"/bin/sh", "-c", "for i in $(seq 40); do sleep 30 & done 2>/dev/null; echo spawned"});
+  EXPECT_NE(pids.out, "spawned\n") << "40 processes started under --pids-limit 20";
+  auto none = podman_->Run({"--network", "none"},
+                           {"/bin/sh", "-c", "tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' '"});
+  EXPECT_EQ(none.exit_code, 0) << none.err;
+  EXPECT_EQ(none.out, "lo\n");
+}
+
+TEST_F(OciPodman, a_terminal_is_a_pty_from_the_console_socket) {
+  auto tty = podman_->Run({"-t"}, {"echo", "on-a-tty"});
+  EXPECT_EQ(tty.exit_code, 0) << tty.err;
+  EXPECT_EQ(tty.out, "on-a-tty\r\n") << "a pty's line discipline turns \\n into \\r\\n";
+}
+
+TEST_F(OciPodman, stop_and_rm_force_end_a_running_container_and_leave_nothing) {
+  std::string token = RandomToken();
+  auto started = podman_->StartSleeper("s1", token);
+  ASSERT_EQ(started.exit_code, 0) << started.err;
+  EXPECT_TRUE(WaitUntil([&] { return CountProcessesWith(token) > 0; }, std::chrono::seconds(30)));
+  auto stopped = podman_->Call({"stop", "--time", "2", "s1"});
+  EXPECT_EQ(stopped.exit_code, 0) << stopped.err;
+  EXPECT_TRUE(WaitUntil([&] { return CountProcessesWith(token) == 0; }, std::chrono::seconds(30)));
+  auto inspected =
+      podman_->Call({"inspect", "--format", "{{.State.Status}} {{.State.ExitCode}}", "s1"});
+  EXPECT_EQ(inspected.out, "exited 143\n") << "SIGTERM ended it: " << inspected.err;
+  EXPECT_EQ(podman_->Call({"rm", "s1"}).exit_code, 0);
+
+  std::string second = RandomToken();
+  ASSERT_EQ(podman_->StartSleeper("s2", second).exit_code, 0);
+  EXPECT_TRUE(WaitUntil([&] { return CountProcessesWith(second) > 0; }, std::chrono::seconds(30)));
+  auto removed = podman_->Call({"rm", "--force", "--time", "0", "s2"});
+  EXPECT_EQ(removed.exit_code, 0) << removed.err;
+  EXPECT_TRUE(WaitUntil([&] { return CountProcessesWith(second) == 0; }, std::chrono::seconds(30)));
+}
+
+TEST_F(OciPodman, exec_into_a_container_is_refused_with_the_runtimes_reason) {
+  std::string token = RandomToken();
+  ASSERT_EQ(podman_->StartSleeper("e1", token).exit_code, 0);
+  auto exec = podman_->Call({"exec", "e1", "echo", "hi"});
+  EXPECT_NE(exec.exit_code, 0);
+  EXPECT_NE((exec.out + exec.err).find("not supported yet"), std::string::npos)
+      << exec.out << exec.err;
+  EXPECT_EQ(podman_->Call({"rm", "--force", "--time", "0", "e1"}).exit_code, 0);
+  EXPECT_TRUE(WaitUntil([&] { return CountProcessesWith(token) == 0; }, std::chrono::seconds(30)));
+}
+
+}  // namespace
+}  // namespace smolbox::testing
