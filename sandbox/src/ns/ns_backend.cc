@@ -111,7 +111,9 @@ class NetnsVisit {
     NetnsVisit visit;
     visit.home_.Reset(open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC));
     if (!visit.home_.valid()) return std::unexpected(Error::Sys("open this thread's network namespace"));
-    UniqueFd target(open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
+    // The engine names it (a /run/netns file, or /proc/PID/ns/net, a link to follow); setns checks
+    // that it is a network namespace.
+    UniqueFd target(open(path.c_str(), O_RDONLY | O_CLOEXEC));
     if (!target.valid()) return std::unexpected(Error::Sys("open the network namespace " + path));
     if (setns(target.get(), CLONE_NEWNET) != 0) return std::unexpected(Error::Sys("join the network namespace " + path));
     return visit;

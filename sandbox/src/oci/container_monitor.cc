@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/signalfd.h>
@@ -12,6 +13,7 @@
 
 #include <cstring>
 
+#include "net.h"
 #include "smolbox/backend.h"
 #include "state.h"
 #include "unique_fd.h"
@@ -108,6 +110,21 @@ void WriteStatus(const MonitorPlan& plan, ContainerState& state, ContainerStatus
   (void)plan.dir.Write(state);
 }
 
+// A network namespace of the container's own, when its hooks set it up (docker's): made here, as
+// runc makes it, with lo up, so that a hook finds it at /proc/<the container's pid>/ns/net; the
+// sandbox is then born in it. Then createRuntime and prestart, which see the container creating.
+Expected<void> PrepareNetwork(MonitorPlan& plan, const ContainerState& state) {
+  if (plan.container.own_network_namespace) {
+    if (unshare(CLONE_NEWNET) != 0)
+      return std::unexpected(Error::Sys("unshare the container's network namespace"));
+    SMOLBOX_TRY(confine::BringUpLoopback());
+    plan.container.run.sandbox.network_namespace = fmt::format("/proc/{}/ns/net", getpid());
+  }
+  std::string creating = StateJson(state, ContainerStatus::kCreating);
+  SMOLBOX_TRY(RunHooks(plan.container.hooks.create_runtime, "createRuntime", creating));
+  return RunHooks(plan.container.hooks.prestart, "prestart", creating);
+}
+
 }  // namespace
 
 int ContainerExitCode(const RunResult& result) {
@@ -127,7 +144,16 @@ void RunMonitor(MonitorPlan plan) {
     auto opened = OpenConsole(plan.console_socket);
     if (!opened) Fail(plan, opened.error());
     console = std::move(*opened);
+    // The process's stdio is the pty: the create's own (which an engine may read to its end, as
+    // docker's shim does) is let go, as runc's init lets it go.
+    int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+    for (int fd = 0; fd < 3 && null >= 0; ++fd) dup2(null, fd);
+    if (null > 2) close(null);
   }
+  ContainerState state = plan.state;
+  state.pid = getpid();
+  state.pid_start = shared::ProcessStartTime(state.pid).value_or(0);
+  if (auto network = PrepareNetwork(plan, state); !network) Fail(plan, network.error());
   auto backend = MakeBackend(plan.container.run.sandbox.backend);
   if (!backend) Fail(plan, backend.error());
   RunResult setup;
@@ -135,9 +161,6 @@ void RunMonitor(MonitorPlan plan) {
   if (!session) Fail(plan, Error{"start the sandbox", setup.error, 0});
   UniqueFd fifo(open(plan.dir.fifo().c_str(), O_RDWR | O_NONBLOCK | O_CLOEXEC | O_NOFOLLOW));
   if (!fifo.valid()) Fail(plan, Error::Sys("open " + plan.dir.fifo()));
-  ContainerState state = plan.state;
-  state.pid = getpid();
-  state.pid_start = shared::ProcessStartTime(state.pid).value_or(0);
   WriteStatus(plan, state, ContainerStatus::kCreated);
   Report(plan.ready_fd, "");
   if (!AwaitStart(fifo.get(), signals->get(), session->death_fd())) {
@@ -147,6 +170,12 @@ void RunMonitor(MonitorPlan plan) {
     _exit(128 + (signal ? signal : SIGKILL));
   }
   WriteStatus(plan, state, ContainerStatus::kRunning);
+  // The spec's poststart: the process has been started; a failure is the log's, not the process's.
+  if (auto hooked = RunHooks(plan.container.hooks.poststart, "poststart",
+                             StateJson(state, ContainerStatus::kRunning));
+      !hooked) {
+    fmt::print(stderr, "smolbox oci: warning: {}\n", hooked.error().ToString());
+  }
   ExecIo io;
   io.stdin_fd = console.valid() ? console.get() : 0;
   io.stdout_fd = console.valid() ? console.get() : 1;

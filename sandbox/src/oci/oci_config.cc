@@ -458,6 +458,13 @@ Expected<void> ParseAnnotations(const json& annotations, BackendKind backend, Oc
   return {};
 }
 
+bool ListsNetworkNamespace(const json& config) {
+  for (const auto& ns : config.value("linux", json::object()).value("namespaces", json::array())) {
+    if (ns.is_object() && ns.value("type", "") == "network") return true;
+  }
+  return false;
+}
+
 Expected<void> ParseHostname(const json& config, OciContainer& out) {
   SMOLBOX_ASSIGN_OR_RETURN(auto hostname, Member(config, "hostname", "", json::value_t::string));
   if (!hostname) return {};
@@ -504,18 +511,18 @@ Expected<OciContainer> ParseOciConfig(const std::string& text, const std::string
   SMOLBOX_TRY(ParseHostname(config, out));
   if (config.contains("domainname")) Replaced(out, "domainname", "the sandbox has no NIS domain");
   SMOLBOX_ASSIGN_OR_RETURN(auto hooks, Member(config, "hooks", "", json::value_t::object));
-  static const json kNoHooks = json::object();
-  for (const auto& [stage, list] : (hooks ? hooks : &kNoHooks)->items()) {
-    if (!list.empty())
-      return Fail("hooks." + stage,
-                  "hooks are not run: they would run host programs outside the sandbox");
+  if (hooks) {
+    SMOLBOX_ASSIGN_OR_RETURN(out.hooks, ParseHooks(*hooks));
   }
   SMOLBOX_ASSIGN_OR_RETURN(auto linux, Member(config, "linux", "", json::value_t::object));
   if (linux) SMOLBOX_TRY(ParseLinux(*linux, out));
   SMOLBOX_ASSIGN_OR_RETURN(auto annotations,
                            Member(config, "annotations", "", json::value_t::object));
   SMOLBOX_TRY(ParseAnnotations(annotations ? *annotations : json::object(), backend, out));
-  if (!out.run.sandbox.network_namespace.empty() && out.run.sandbox.egress.policy.Enabled()) {
+  out.own_network_namespace = !out.hooks.empty() && out.run.sandbox.network_namespace.empty() &&
+                              ListsNetworkNamespace(config);
+  if ((out.own_network_namespace || !out.run.sandbox.network_namespace.empty()) &&
+      out.run.sandbox.egress.policy.Enabled()) {
     return Fail(std::string("annotations.") + kEgressAnnotation,
                 "cannot be combined with a network namespace the engine made");
   }

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "oci_hooks.h"
 #include "smolbox/error.h"
 #include "smolbox/spec.h"
 
@@ -39,6 +40,11 @@ struct OciContainer {
   RunSpec run;
   bool terminal = false;  // process.terminal: the engine passes a console socket
   std::map<std::string, std::string> annotations;  // all of them, as state reports them
+  Hooks hooks;
+  // The config asks for a network namespace of the container's own and has hooks to set it up
+  // (docker's): the runtime makes it, as runc does, where the hooks find it by the container's
+  // pid, and the sandbox is born in it.
+  bool own_network_namespace = false;
   // What smolbox replaced with its own confinement, one line each, for the runtime's log.
   std::vector<std::string> notes;
 };

@@ -20,6 +20,7 @@
 
 #include "container_monitor.h"
 #include "oci_config.h"
+#include "oci_hooks.h"
 #include "oci_state.h"
 #include "state.h"
 #include "unique_fd.h"
@@ -151,6 +152,21 @@ Expected<int> ParseSignal(const std::string& text) {
   return std::unexpected(Error::Field("signal", fmt::format("{:?} is not a signal", text)));
 }
 
+// The spec's poststop, from the bundle's config as it is now; a failure is only logged, and a
+// bundle the engine already removed has none to run.
+void RunPoststopHooks(const GlobalOptions& global, const ContainerState& state) {
+  auto text = ReadConfig(state.bundle);
+  if (!text) return;
+  json config = json::parse(*text, nullptr, false);
+  if (!config.is_object() || !config.contains("hooks") || !config["hooks"].is_object()) return;
+  auto hooks = ParseHooks(config["hooks"]);
+  if (!hooks) return Log(global, "warning", hooks.error().ToString());
+  if (auto ran = RunHooks(hooks->poststop, "poststop", StateJson(state, ContainerStatus::kStopped));
+      !ran) {
+    Log(global, "warning", ran.error().ToString());
+  }
+}
+
 // Creates the container; its monitor is this process's child. Returns the monitor's pid.
 Expected<pid_t> CreateContainer(const GlobalOptions& global, const CreateOptions& options) {
   SMOLBOX_TRY(CheckContainerId(options.id));
@@ -278,6 +294,7 @@ int Delete(const GlobalOptions& global, const std::string& id, bool force) {
       }
     }
   }
+  RunPoststopHooks(global, *state);
   auto removed = ContainerDir::At(RootOf(global), id).Remove();
   shared::SweepStaleRuns();
   return removed ? 0 : Refuse(global, removed.error());

@@ -41,6 +41,10 @@ std::string DefaultRoot() {
 }
 
 Expected<void> ContainerDir::Create() const {
+  // Engines name a root below their own state directory and leave making it to the runtime.
+  std::error_code ec;
+  std::filesystem::create_directories(std::filesystem::path(root_).parent_path(), ec);
+  if (ec) return std::unexpected(Error{"mkdir " + root_, ec.message(), ec.value()});
   SMOLBOX_TRY(EnsureOwnedDir(root_, 0700));
   if (mkdir(path_.c_str(), 0700) != 0) {
     if (errno == EEXIST)

@@ -173,11 +173,27 @@ const Refusal kRefusals[] = {
      "linux.namespaces[0].path"},
     {"no such namespace", [](json& c) { c["linux"]["namespaces"][0]["type"] = "bogus"; },
      "linux.namespaces[0].type"},
-    {"a hook",
+    {"a hook inside the container",
+     [](json& c) {
+       c["hooks"] = {{"createContainer", {{{"path", "/bin/true"}}}}};
+     },
+     "hooks.createContainer"},
+    {"a hook's relative path",
+     [](json& c) {
+       c["hooks"] = {{"prestart", {{{"path", "true"}}}}};
+     },
+     "hooks.prestart[0].path"},
+    {"a hook's endless timeout",
+     [](json& c) {
+       c["hooks"] = {{"poststop", {{{"path", "/bin/true"}, {"timeout", 0}}}}};
+     },
+     "hooks.poststop[0].timeout"},
+    {"hooks and egress",
      [](json& c) {
        c["hooks"] = {{"prestart", {{{"path", "/bin/true"}}}}};
+       c["annotations"] = {{"io.smolbox.egress", R"({"net": true})"}};
      },
-     "hooks.prestart"},
+     "annotations.io.smolbox.egress"},
     {"a tmpfs elsewhere",
      [](json& c) {
        c["mounts"].push_back({{"destination", "/run"}, {"type", "tmpfs"}, {"source", "tmpfs"}});
@@ -228,6 +244,26 @@ TEST(OciConfig, what_cannot_be_mapped_is_refused_naming_its_field) {
     refusal.change(config);
     EXPECT_EQ(RefusedField(bundle, config), refusal.field) << refusal.name;
   }
+}
+
+TEST(OciConfig, hooks_are_the_hosts_and_a_network_namespace_for_them_is_the_runtimes_to_make) {
+  OciBundle bundle;
+  json config = bundle.config;
+  config["hooks"] = {
+      {"prestart", {{{"path", "/usr/bin/setkey"}, {"args", {"setkey", "a"}}, {"timeout", 5}}}},
+      {"poststop", {{{"path", "/bin/true"}}}}};
+  auto parsed = Parse(bundle, config);
+  ASSERT_TRUE(parsed) << parsed.error().ToString();
+  ASSERT_EQ(parsed->hooks.prestart.size(), 1u);
+  EXPECT_EQ(parsed->hooks.prestart[0].args, (std::vector<std::string>{"setkey", "a"}));
+  EXPECT_EQ(parsed->hooks.prestart[0].timeout_s, 5);
+  EXPECT_EQ(parsed->hooks.poststop.size(), 1u);
+  EXPECT_TRUE(parsed->own_network_namespace)
+      << "docker's: a network namespace without a path, and hooks to set it up";
+  auto without_hooks = Parse(bundle, bundle.config);
+  ASSERT_TRUE(without_hooks);
+  EXPECT_FALSE(without_hooks->own_network_namespace)
+      << "without hooks the sandbox makes its own, inside its user namespace";
 }
 
 TEST(OciConfig, a_malformed_or_oversized_config_is_refused_as_a_whole) {

@@ -304,6 +304,48 @@ TEST(OciRuntime, with_a_terminal_the_output_comes_through_the_pty_sent_to_the_co
   close(listener);
 }
 
+// The hooks run on the host with the state on their stdin; a prestart hook sets up the network
+// namespace the runtime made for the container, as docker's libnetwork-setkey does.
+TEST(OciRuntime, hooks_run_on_the_host_and_set_up_the_containers_own_network_namespace) {
+  OciRuntime runtime;
+  OciBundle bundle;
+  std::string record = runtime.file("record.sh");
+  WriteFile(record, "#!/bin/sh\ncat > \"$1\"\n");
+  chmod(record.c_str(), 0755);
+  std::string setkey = runtime.file("setkey.sh");
+  // Reads the pid from the state, and adds a veth pair to that process's network namespace.
+  WriteFile(setkey,
+            "#!/bin/sh\npid=$(tr -d ' \\n' | sed -n 's/.*\"pid\":\\([0-9]*\\).*/\\1/p')\n"
+            "exec /usr/bin/nsenter --net=/proc/$pid/ns/net /usr/sbin/ip link add setkey0 type veth "
+            "peer name setkey1\n");
+  chmod(setkey.c_str(), 0755);
+  bundle.config["hooks"] = {
+      {"prestart", {{{"path", setkey}, {"env", {"PATH=/usr/bin:/bin"}}}}},
+      {"poststart", {{{"path", record}, {"args", {"record", runtime.file("poststart.json")}}}}},
+      {"poststop", {{{"path", record}, {"args", {"record", runtime.file("poststop.json")}}}}},
+  };
+  bundle.config["process"]["args"] = {"/bin/sh", "-c",
+                                      "tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' ' | sort"};
+  bundle.Save();
+  std::string out = runtime.file("hooks.out");
+  auto run = runtime.Call({"run", "--bundle", bundle.path(), "h1"}, out);
+  EXPECT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_EQ(ReadFile(out), "lo\nsetkey0\nsetkey1\n")
+      << "the container is in the namespace its hook set up";
+  json poststart = json::parse(ReadFile(runtime.file("poststart.json")), nullptr, false);
+  EXPECT_EQ(poststart.value("status", ""), "running") << poststart.dump();
+  EXPECT_EQ(poststart.value("id", ""), "h1");
+  json poststop = json::parse(ReadFile(runtime.file("poststop.json")), nullptr, false);
+  EXPECT_EQ(poststop.value("status", ""), "stopped") << poststop.dump();
+  // A prestart hook that fails fails the create, naming it, with nothing left.
+  bundle.config["hooks"] = {{"prestart", {{{"path", "/bin/false"}}}}};
+  bundle.Save();
+  auto failed = runtime.Call({"create", "--bundle", bundle.path(), "h2"});
+  EXPECT_EQ(failed.exit_code, 1);
+  EXPECT_NE(failed.err.find("hooks.prestart[0]"), std::string::npos) << failed.err;
+  EXPECT_FALSE(std::filesystem::exists(runtime.root() + "/h2"));
+}
+
 TEST(OciRuntime, exec_is_refused_naming_why) {
   OciRuntime runtime;
   auto exec = runtime.Call({"exec", "--process", "/dev/null", "c1"});
