@@ -66,6 +66,9 @@ struct Mount {
   std::string source;  // host path
   std::string target;  // absolute path inside the sandbox
   bool read_only = false;
+  // An empty rw directory of the sandbox's storage, with no host source and nothing copied back:
+  // an OCI tmpfs mount (docs/oci.md). Set only by the OCI runtime, never a spec field.
+  bool scratch = false;
   bool operator==(const Mount&) const = default;
 };
 

@@ -594,7 +594,8 @@ Expected<void> CheckMounts(const SandboxSpec& spec) {
       return Fail(field + ".target", fmt::format("{} is also the target of mounts[{}]",
                                                  Printable(m.target), it->second));
     }
-    SMOLBOX_TRY(CheckMountSource(m.source, field + ".source", spec.volume_root));
+    if (m.scratch && (m.read_only || !m.source.empty())) return Fail(field, "a scratch directory is rw and has no source");
+    if (!m.scratch) SMOLBOX_TRY(CheckMountSource(m.source, field + ".source", spec.volume_root));
   }
   return {};
 }

@@ -208,6 +208,23 @@ bool IsBind(const json& mount) {
   return false;
 }
 
+// A tmpfs is an empty rw directory of the sandbox's storage: gone with the container, as a
+// tmpfs is, and held by the storage limit as a whole rather than by its own size.
+Expected<void> ParseTmpfs(const json& mount, const std::string& path, const std::string& target,
+                          OciContainer& out) {
+  for (const auto& option : mount.value("options", json::array())) {
+    if (option == "ro") return Fail(path + "options", "a read-only tmpfs is not supported");
+    if (option.is_string() && option.get<std::string>().starts_with("size=")) {
+      Replaced(out, path + "options " + option.get<std::string>(),
+               "the storage limit holds the tmpfs with the rest");
+    }
+  }
+  Mount scratch{"", target, false};
+  scratch.scratch = true;
+  out.run.sandbox.mounts.push_back(std::move(scratch));
+  return {};
+}
+
 Expected<void> ParseMount(const json& mount, size_t index, OciContainer& out) {
   std::string path = fmt::format("mounts[{}].", index);
   if (!mount.is_object()) return Fail(path.substr(0, path.size() - 1), "must be an object");
@@ -222,12 +239,12 @@ Expected<void> ParseMount(const json& mount, size_t index, OciContainer& out) {
     if (!standard->second.empty()) Replaced(out, path + "destination " + target, standard->second);
     return {};
   }
+  if (mount.value("type", "") == "tmpfs" && !IsBind(mount))
+    return ParseTmpfs(mount, path, target, out);
   if (!IsBind(mount)) {
-    return Fail(
-        path + "type",
-        fmt::format(
-            "a {:?} mount at {} is not supported: smolbox mounts host directories (bind) only",
-            mount.value("type", ""), target));
+    return Fail(path + "type", fmt::format("a {:?} mount at {} is not supported: smolbox mounts "
+                                           "host directories (bind) and tmpfs only",
+                                           mount.value("type", ""), target));
   }
   if (mount.contains("uidMappings") || mount.contains("gidMappings"))
     return Fail(path + "uidMappings", "idmapped mounts are not supported");

@@ -59,6 +59,10 @@ Expected<std::vector<HostVolume>> OpenVolumes(const SandboxSpec& spec) {
   size_t rw = 0;
   for (size_t i = 0; i < spec.mounts.size(); ++i) {
     const Mount& m = spec.mounts[i];
+    if (m.scratch) {
+      volumes.push_back(HostVolume{&m, UniqueFd(), rw++});
+      continue;
+    }
     int flags = m.read_only ? O_PATH | O_CLOEXEC : O_RDONLY | O_DIRECTORY | O_CLOEXEC;
     UniqueFd fd(root.valid() ? OpenBeneath(root.get(), m.source, flags) : open(m.source.c_str(), flags));
     if (!fd.valid()) {
@@ -79,7 +83,7 @@ Expected<void> FillStorage(const SandboxSpec& spec, const std::vector<HostVolume
   int64_t budget = spec.limits.storage_mib << 20;
   for (size_t i = 0; i < volumes.size(); ++i) {
     const HostVolume& v = volumes[i];
-    if (v.mount->read_only) continue;
+    if (v.mount->read_only || v.mount->scratch) continue;  // a scratch directory starts empty
     std::string name = Storage::VolumeDir(v.storage_index);
     UniqueFd to(openat(storage.root_fd(), name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
     std::vector<std::string> dropped;
@@ -94,7 +98,7 @@ void CopyBackVolumes(const SandboxSpec& spec, const std::vector<HostVolume>& vol
                      RunResult& result) {
   for (size_t i = 0; i < volumes.size(); ++i) {
     const HostVolume& v = volumes[i];
-    if (v.mount->read_only) continue;
+    if (v.mount->read_only || v.mount->scratch) continue;  // a scratch directory has no host side
     std::string name = Storage::VolumeDir(v.storage_index);
     UniqueFd from(openat(storage.root_fd(), name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
     struct stat host{};

@@ -25,7 +25,7 @@ namespace smolbox::shared {
 // setup's own mount namespace.
 struct HostVolume {
   const Mount* mount;  // in the spec OpenVolumes was given, which must outlive it
-  UniqueFd fd;
+  UniqueFd fd;  // none for a scratch directory
   size_t storage_index = 0;  // rw only: which storage vol<N> holds its copy
 };
 

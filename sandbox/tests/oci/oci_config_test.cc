@@ -44,6 +44,8 @@ TEST(OciConfig, maps_the_process_root_and_limits_onto_the_sandbox) {
                               {"source", bundle.rootfs() + "/bin"},
                               {"options", {"rbind", "ro"}}});
   config["linux"]["namespaces"].push_back({{"type", "network"}, {"path", "/run/netns/cni-1"}});
+  config["mounts"].push_back(
+      {{"destination", "/run"}, {"type", "tmpfs"}, {"source", "tmpfs"}, {"options", {"size=64k"}}});
   config["annotations"] = {
       {"io.smolbox.storage-mib", "32"}, {"io.smolbox.timeout-ms", "5000"}, {"org.example", "kept"}};
   auto parsed = Parse(bundle, config);
@@ -64,9 +66,12 @@ TEST(OciConfig, maps_the_process_root_and_limits_onto_the_sandbox) {
   EXPECT_EQ(run.sandbox.limits.pids, 50);
   EXPECT_DOUBLE_EQ(run.sandbox.limits.cpus, 0.5);
   EXPECT_EQ(run.sandbox.limits.storage_mib, 32);
-  ASSERT_EQ(run.sandbox.mounts.size(), 1u);
+  ASSERT_EQ(run.sandbox.mounts.size(), 2u);
   EXPECT_EQ(run.sandbox.mounts[0], (Mount{bundle.rootfs() + "/bin", "/data", true}));
   EXPECT_EQ(run.sandbox.network_namespace, "/run/netns/cni-1");
+  EXPECT_EQ(run.sandbox.mounts[1].target, "/run");
+  EXPECT_TRUE(run.sandbox.mounts[1].scratch) << "a tmpfs is an empty directory of the storage";
+  EXPECT_FALSE(run.sandbox.mounts[1].read_only);
   EXPECT_EQ(parsed->annotations.at("org.example"), "kept");
   EXPECT_EQ(run.sandbox.backend, BackendKind::kNs);
 }
@@ -194,9 +199,15 @@ const Refusal kRefusals[] = {
        c["annotations"] = {{"io.smolbox.egress", R"({"net": true})"}};
      },
      "annotations.io.smolbox.egress"},
-    {"a tmpfs elsewhere",
+    {"a read-only tmpfs",
      [](json& c) {
-       c["mounts"].push_back({{"destination", "/run"}, {"type", "tmpfs"}, {"source", "tmpfs"}});
+       c["mounts"].push_back({{"destination", "/run"}, {"type", "tmpfs"}, {"options", {"ro"}}});
+     },
+     "mounts[7].options"},
+    {"a sysfs elsewhere",
+     [](json& c) {
+       c["mounts"].push_back(
+           {{"destination", "/host-sys"}, {"type", "sysfs"}, {"source", "sysfs"}});
      },
      "mounts[7].type"},
     {"a bind without source",

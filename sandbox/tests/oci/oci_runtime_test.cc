@@ -179,6 +179,23 @@ TEST(OciRuntime, a_read_only_root_refuses_writes_and_a_writable_one_takes_them) 
       << "a write reached the engine's rootfs";
 }
 
+TEST(OciRuntime, a_tmpfs_is_an_empty_writable_directory_held_by_the_storage_limit) {
+  OciRuntime runtime;
+  OciBundle bundle;
+  bundle.config["mounts"].push_back(
+      {{"destination", "/run"}, {"type", "tmpfs"}, {"source", "tmpfs"}, {"options", {"size=1g"}}});
+  bundle.config["annotations"] = {{"io.smolbox.storage-mib", "16"}};
+  // 8 MiB fits in a storage of 16; 32 more does not, whatever the tmpfs's own size says.
+  bundle.config["process"]["args"] = {
+      "/bin/sh", "-c",
+      "ls -A /run; dd if=/dev/zero of=/run/a bs=1M count=8 2>/dev/null && echo fits; "
+      "dd if=/dev/zero of=/run/b bs=1M count=32 2>/dev/null || echo capped"};
+  bundle.Save();
+  std::string out = runtime.file("tmpfs.out");
+  EXPECT_EQ(runtime.Call({"run", "--bundle", bundle.path(), "t1"}, out).exit_code, 0);
+  EXPECT_EQ(ReadFile(out), "fits\ncapped\n");
+}
+
 TEST(OciRuntime, the_configs_limits_hold_in_the_container) {
   OciRuntime runtime;
   OciBundle bundle;
