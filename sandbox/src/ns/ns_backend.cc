@@ -62,6 +62,7 @@ struct Sandbox {
   std::optional<Storage> storage;
   std::optional<net::Uplink> uplink;  // with egress: opened first, so a bad one fails early
   std::unique_ptr<net::Gateway> gateway;
+  bool image_idmapped = false;  // the image is mounted at dir/image (idmapped_image.h)
   UniqueFd agent;
   UniqueFd channel;
   UniqueFd pidfd;
@@ -77,7 +78,7 @@ ContainPlan MakePlan(const SandboxSpec& spec, const Sandbox& box, int child_chan
   plan.agent_fd = box.agent.get();
   plan.storage_mib = spec.limits.storage_mib;
   plan.root.newroot = box.dir->RootMountpoint();
-  if (spec.image != "host") plan.root.image = spec.map_image_ids ? box.dir->path() + "/image" : spec.image;
+  if (spec.image != "host") plan.root.image = box.image_idmapped ? box.dir->path() + "/image" : spec.image;
   plan.root.workdir = spec.workdir;
   plan.root.uid = box.identity.uid;
   plan.root.gid = box.identity.gid;
@@ -263,7 +264,10 @@ Expected<void> Prepare(const SandboxSpec& spec, Sandbox& box, RunResult& result)
                                                     spec.limits.pids + 1}));
   if (!box.identity.rootless) {
     SMOLBOX_TRY(shared::EnterPrivateMountNamespace());
-    if (spec.map_image_ids) SMOLBOX_TRY(MountIdmappedImage(spec.image, box.identity, box.dir->path() + "/image"));
+    if (spec.map_image_ids) {
+      SMOLBOX_TRY(MountIdmappedImage(spec.image, box.identity, box.dir->path() + "/image"));
+      box.image_idmapped = true;
+    }
     auto storage = Storage::CreateDisk(spec.limits.storage_mib, box.dir->path() + "/storage");
     SMOLBOX_TRY(storage);
     box.storage.emplace(std::move(*storage));
