@@ -82,10 +82,12 @@ Expected<UniqueFd> OpenConsole(const std::string& socket_path) {
   return slave;
 }
 
-void Report(int ready_fd, const std::string& line) {
+// False when create is gone (SIGPIPE is blocked here, so the write fails with EPIPE).
+bool Report(int ready_fd, const std::string& line) {
   std::string text = line + "\n";
-  (void)!write(ready_fd, text.data(), text.size());
+  bool told = write(ready_fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
   close(ready_fd);
+  return told;
 }
 
 [[noreturn]] void Fail(const MonitorPlan& plan, const Error& error) {
@@ -162,7 +164,13 @@ void RunMonitor(MonitorPlan plan) {
   UniqueFd fifo(open(plan.dir.fifo().c_str(), O_RDWR | O_NONBLOCK | O_CLOEXEC | O_NOFOLLOW));
   if (!fifo.valid()) Fail(plan, Error::Sys("open " + plan.dir.fifo()));
   WriteStatus(plan, state, ContainerStatus::kCreated);
-  Report(plan.ready_fd, "");
+  if (!Report(plan.ready_fd, "")) {
+    // Its create was killed on the way: no engine knows of this container, so nothing of it
+    // may stay.
+    session.reset();
+    (void)plan.dir.Remove();
+    _exit(1);
+  }
   if (!AwaitStart(fifo.get(), signals->get(), session->death_fd())) {
     int signal = TakeSignal(signals->get());
     WriteStatus(plan, state, ContainerStatus::kStopped, 128 + (signal ? signal : SIGKILL));

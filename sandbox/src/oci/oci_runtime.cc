@@ -189,6 +189,10 @@ Expected<pid_t> CreateContainer(const GlobalOptions& global, const CreateOptions
   state.bundle = bundle;
   state.created = Now();
   state.annotations = container.annotations;
+  // Until the monitor writes its own, the state names this create, so that a concurrent call
+  // does not take the container for a create that died.
+  state.pid = getpid();
+  state.pid_start = shared::ProcessStartTime(state.pid).value_or(0);
   auto made = dir.Write(state);
   if (made && mkfifo(dir.fifo().c_str(), 0600) != 0)
     made = std::unexpected(Error::Sys("mkfifo " + dir.fifo()));

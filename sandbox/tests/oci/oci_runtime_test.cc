@@ -44,6 +44,18 @@ class OciRuntime {
  public:
   OciCall Call(const std::vector<std::string>& args,
                const std::string& out_file = "/dev/null") const {
+    pid_t pid = Spawn(args, out_file);
+    OciCall call;
+    int status = 0;
+    if (pid < 0 || waitpid(pid, &status, 0) != pid) return call;
+    call.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    call.err = ReadFile(dir_.path() + "/stderr");
+    return call;
+  }
+
+  // The same call, not waited for: its pid, or -1.
+  pid_t Spawn(const std::vector<std::string>& args,
+              const std::string& out_file = "/dev/null") const {
     std::vector<std::string> argv = {SmolboxPath() + "-oci", "--root", root(), "--log", log(),
                                      "--log-format",         "json"};
     argv.insert(argv.end(), args.begin(), args.end());
@@ -61,12 +73,7 @@ class OciRuntime {
     pid_t pid = -1;
     int spawned = posix_spawn(&pid, pointers[0], &actions, nullptr, pointers.data(), environ);
     posix_spawn_file_actions_destroy(&actions);
-    OciCall call;
-    int status = 0;
-    if (spawned != 0 || waitpid(pid, &status, 0) != pid) return call;
-    call.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    call.err = ReadFile(err_file);
-    return call;
+    return spawned == 0 ? pid : -1;
   }
 
   json State(const std::string& id) const {
@@ -263,6 +270,32 @@ TEST(OciRuntime, a_create_that_was_killed_on_the_way_is_swept_by_the_next_call) 
   auto created = runtime.Call({"create", "--bundle", bundle.path(), "half"});
   EXPECT_EQ(created.exit_code, 0) << created.err;
   EXPECT_EQ(runtime.Call({"delete", "--force", "half"}).exit_code, 0);
+}
+
+// The engine killed while its create is under way (here, while a prestart hook runs, before the
+// sandbox starts): the monitor finds no one to report to, and leaves nothing.
+TEST(OciRuntime, a_create_whose_engine_is_killed_midway_leaves_nothing) {
+  OciRuntime runtime;
+  OciBundle bundle;
+  std::string marker = runtime.file("hook-ran");
+  std::string hook = runtime.file("slow-hook.sh");
+  WriteFile(hook, "#!/bin/sh\ntouch " + marker + "\nsleep 2\n");
+  chmod(hook.c_str(), 0755);
+  bundle.config["hooks"] = {{"prestart", {{{"path", hook}}}}};
+  bundle.Save();
+  size_t runs_before = CountEntries("/run/smolbox/runs");
+  pid_t create = runtime.Spawn({"create", "--bundle", bundle.path(), "killed"});
+  ASSERT_GT(create, 0);
+  ASSERT_TRUE(WaitUntil([&] { return std::filesystem::exists(marker); }, std::chrono::seconds(30)));
+  kill(create, SIGKILL);
+  waitpid(create, nullptr, 0);
+  EXPECT_TRUE(WaitUntil([&] { return !std::filesystem::exists(runtime.root() + "/killed"); },
+                        std::chrono::seconds(30)))
+      << "the container's directory outlived its create";
+  EXPECT_TRUE(WaitUntil([&] { return CountEntries("/run/smolbox/runs") <= runs_before; },
+                        std::chrono::seconds(30)))
+      << "the sandbox's run directory outlived its create";
+  EXPECT_EQ(runtime.Call({"state", "killed"}).exit_code, 1);
 }
 
 // A terminal: the pty's master goes to the console socket, and the process's output comes out of
