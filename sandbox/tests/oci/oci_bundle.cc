@@ -1,9 +1,13 @@
 #include "oci_bundle.h"
 
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
+#include <fstream>
+#include <vector>
 
 namespace smolbox::testing {
 
@@ -51,6 +55,16 @@ OciBundle::OciBundle() {
   // A file of the image's root that only its root may read: the sandbox's root must read it.
   dir_.Write("rootfs/etc/shadow", "root-only\n");
   chmod((rootfs() + "/etc/shadow").c_str(), 0600);
+}
+
+void UnmountEverythingUnder(const std::string& dir) {
+  std::ifstream mounts("/proc/self/mounts");
+  std::vector<std::string> points;
+  for (std::string device, point, rest; mounts >> device >> point && std::getline(mounts, rest);) {
+    if (point.starts_with(dir + "/")) points.push_back(point);
+  }
+  std::sort(points.rbegin(), points.rend());
+  for (const auto& point : points) umount2(point.c_str(), MNT_DETACH);
 }
 
 void OciBundle::Save() const { dir_.Write("config.json", config.dump(2)); }

@@ -16,6 +16,10 @@ namespace smolbox::testing {
 // The config.json `runc spec` writes (ociVersion 1.0.2), without a terminal.
 nlohmann::json RuncSpecConfig();
 
+// What an engine of a test's own left mounted under dir (its overlay store, a container's
+// namespace files), unmounted innermost first, so that dir can be removed.
+void UnmountEverythingUnder(const std::string& dir);
+
 class OciBundle {
  public:
   OciBundle();

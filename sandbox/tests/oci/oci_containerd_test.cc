@@ -36,10 +36,7 @@ class Containerd {
     pid_t pid = std::atoi(ReadFileOrEmpty(dir_.path() + "/pid").c_str());
     if (pid > 0 && kill(pid, SIGTERM) == 0)
       WaitUntil([&] { return !ProcessAlive(pid); }, std::chrono::seconds(30));
-    RunProgram({"/bin/sh", "-c",
-                "awk -v dir=" + dir_.path() +
-                    "/ 'index($2, dir) == 1 { print $2 }' /proc/self/mounts | sort -r | "
-                    "while read -r m; do umount -l \"$m\"; done"});
+    UnmountEverythingUnder(dir_.path());
   }
 
   bool up() const { return up_; }

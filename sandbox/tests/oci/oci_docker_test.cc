@@ -43,10 +43,7 @@ class Docker {
     if (pid > 0 && kill(pid, SIGTERM) == 0)
       WaitUntil([&] { return !ProcessAlive(pid); }, std::chrono::seconds(30));
     // What a daemon leaves mounted under its directories: innermost first.
-    RunProgram({"/bin/sh", "-c",
-                "awk -v dir=" + dir_.path() +
-                    "/ 'index($2, dir) == 1 { print $2 }' /proc/self/mounts | sort -r | "
-                    "while read -r m; do umount -l \"$m\"; done"});
+    UnmountEverythingUnder(dir_.path());
   }
 
   bool ready() const { return imported_; }

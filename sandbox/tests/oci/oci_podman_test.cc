@@ -24,8 +24,9 @@ class Podman {
   ~Podman() {
     Call({"rm", "--all", "--force", "--time", "0"});
     Call({"rmi", "--all", "--force"});
-    // Its overlay store leaves mounts of the layers behind until unmounted.
-    Call({"system", "reset", "--force"});
+    // Its overlay store stays mounted (the driver's own private mount). Not
+    // `podman system reset`, which also clears /run/libpod, shared with every podman of the host.
+    UnmountEverythingUnder(dir_.path());
   }
 
   bool imported() const { return imported_; }
