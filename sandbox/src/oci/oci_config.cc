@@ -274,41 +274,51 @@ const std::set<std::string>& DefaultDevices() {
   return devices;
 }
 
+// linux.resources.KEY, an object, or an empty one where it is missing.
+Expected<json> ResourceObject(const json& resources, const char* key) {
+  SMOLBOX_ASSIGN_OR_RETURN(auto found,
+                           Member(resources, key, "linux.resources.", json::value_t::object));
+  return found ? *found : json::object();
+}
+
+// An integer field, or nothing where it is missing; a value of another kind is an error.
+Expected<std::optional<int64_t>> OptionalInteger(const json& object, const char* key,
+                                                 const std::string& path) {
+  SMOLBOX_ASSIGN_OR_RETURN(auto found, Member(object, key, path, json::value_t::number_integer));
+  if (!found) return std::optional<int64_t>();
+  SMOLBOX_ASSIGN_OR_RETURN(int64_t value, Integer(*found, path + key));
+  return std::optional<int64_t>(value);
+}
+
 Expected<void> ParseResources(const json& resources, OciContainer& out) {
   SMOLBOX_TRY(OnlyKnownKeys(resources, "linux.resources.",
                             {"memory", "cpu", "pids", "devices", "blockIO", "hugepageLimits",
                              "network", "rdma", "unified"}));
   SandboxLimits& limits = out.run.sandbox.limits;
-  const json& memory = resources.value("memory", json::object());
-  if (auto limit = memory.find("limit"); limit != memory.end() && limit->is_number_integer()) {
-    SMOLBOX_ASSIGN_OR_RETURN(int64_t bytes, Integer(*limit, "linux.resources.memory.limit"));
-    if (bytes > 0) {
-      int64_t mib = (bytes + (1 << 20) - 1) >> 20;
-      if (mib < kMinMemoryMiB || mib > kMaxMemoryMiB) {
-        return Fail("linux.resources.memory.limit",
-                    fmt::format("must be {} MiB to {} GiB (got {} bytes)", kMinMemoryMiB,
-                                kMaxMemoryMiB >> 10, bytes));
-      }
-      limits.memory_mib = mib;
+  SMOLBOX_ASSIGN_OR_RETURN(json memory, ResourceObject(resources, "memory"));
+  SMOLBOX_ASSIGN_OR_RETURN(auto bytes, OptionalInteger(memory, "limit", "linux.resources.memory."));
+  if (bytes && *bytes > 0) {
+    int64_t mib = *bytes / (1 << 20) + (*bytes % (1 << 20) != 0);
+    if (mib < kMinMemoryMiB || mib > kMaxMemoryMiB) {
+      return Fail("linux.resources.memory.limit",
+                  fmt::format("must be {} MiB to {} GiB (got {} bytes)", kMinMemoryMiB,
+                              kMaxMemoryMiB >> 10, *bytes));
     }
+    limits.memory_mib = mib;
   }
-  const json& pids = resources.value("pids", json::object());
-  if (auto limit = pids.find("limit"); limit != pids.end() && limit->is_number_integer()) {
-    SMOLBOX_ASSIGN_OR_RETURN(int64_t count, Integer(*limit, "linux.resources.pids.limit"));
-    if (count > kMaxPids)
-      return Fail("linux.resources.pids.limit",
-                  fmt::format("must be at most {} (got {})", kMaxPids, count));
-    if (count > 0) limits.pids = count;
+  SMOLBOX_ASSIGN_OR_RETURN(json pids, ResourceObject(resources, "pids"));
+  SMOLBOX_ASSIGN_OR_RETURN(auto count, OptionalInteger(pids, "limit", "linux.resources.pids."));
+  if (count && *count > kMaxPids) {
+    return Fail("linux.resources.pids.limit",
+                fmt::format("must be at most {} (got {})", kMaxPids, *count));
   }
-  const json& cpu = resources.value("cpu", json::object());
-  if (cpu.contains("quota") && cpu["quota"].is_number_integer() &&
-      cpu["quota"].get<int64_t>() > 0) {
-    int64_t quota = cpu["quota"].get<int64_t>();
-    int64_t period = cpu.contains("period") && cpu["period"].is_number_integer()
-                         ? cpu["period"].get<int64_t>()
-                         : 100000;
-    if (period <= 0) return Fail("linux.resources.cpu.period", "must be positive");
-    double cpus = double(quota) / double(period);
+  if (count && *count > 0) limits.pids = *count;
+  SMOLBOX_ASSIGN_OR_RETURN(json cpu, ResourceObject(resources, "cpu"));
+  SMOLBOX_ASSIGN_OR_RETURN(auto quota, OptionalInteger(cpu, "quota", "linux.resources.cpu."));
+  SMOLBOX_ASSIGN_OR_RETURN(auto period, OptionalInteger(cpu, "period", "linux.resources.cpu."));
+  if (quota && *quota > 0) {
+    if (period && *period <= 0) return Fail("linux.resources.cpu.period", "must be positive");
+    double cpus = double(*quota) / double(period.value_or(100000));
     if (cpus < 0.01 || cpus > kMaxCpus)
       return Fail("linux.resources.cpu.quota", fmt::format("must give 0.01 to {} CPUs", kMaxCpus));
     limits.cpus = cpus;

@@ -168,6 +168,18 @@ const Refusal kRefusals[] = {
        c["linux"]["resources"]["cpu"] = {{"cpus", "0-1"}};
      },
      "linux.resources.cpu.cpus"},
+    {"memory's limit a string",
+     [](json& c) {
+       c["linux"]["resources"]["memory"] = {{"limit", "64m"}};
+     },
+     "linux.resources.memory.limit"},
+    {"pids not an object", [](json& c) { c["linux"]["resources"]["pids"] = 50; },
+     "linux.resources.pids"},
+    {"cpu quota beyond 64 bits",
+     [](json& c) {
+       c["linux"]["resources"]["cpu"] = {{"quota", json::parse("18446744073709551615")}};
+     },
+     "linux.resources.cpu.quota"},
     {"a device",
      [](json& c) {
        c["linux"]["devices"] = {{{"path", "/dev/sda"}, {"type", "b"}}};
