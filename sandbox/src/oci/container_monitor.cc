@@ -178,7 +178,8 @@ void RunMonitor(MonitorPlan plan) {
     _exit(128 + (signal ? signal : SIGKILL));
   }
   WriteStatus(plan, state, ContainerStatus::kRunning);
-  // The spec's poststart: the process has been started; a failure is the log's, not the process's.
+  // The spec's poststart, as start returns (the process is handed to the agent next); a failure
+  // is the log's, not the process's.
   if (auto hooked = RunHooks(plan.container.hooks.poststart, "poststart",
                              StateJson(state, ContainerStatus::kRunning));
       !hooked) {
