@@ -48,7 +48,9 @@ class Podman {
   // podman run --rm IMAGE ARGS..., with options before the image.
   ProgramRun Run(const std::vector<std::string>& options,
                  const std::vector<std::string>& command) const {
-    std::vector<std::string> args = {"run", "--rm", "--pull", "never"};
+    // No network of podman's: its default (a CNI bridge with NAT) would change the host's
+    // firewall and reach off this machine.
+    std::vector<std::string> args = {"run", "--rm", "--pull", "never", "--network", "none"};
     args.insert(args.end(), options.begin(), options.end());
     args.push_back(kImage);
     args.insert(args.end(), command.begin(), command.end());
@@ -60,7 +62,7 @@ class Podman {
   // podman run -d --name NAME: a shell that stays (it does not exec its last command), with
   // token as its $0, for CountProcessesWith.
   ProgramRun StartSleeper(const std::string& name, const std::string& token) const {
-    return Call({"run", "-d", "--name", name, "--pull", "never", kImage, "/bin/sh", "-c",
+    return Call({"run", "-d", "--name", name, "--pull", "never", "--network", "none", kImage, "/bin/sh", "-c",
                  "sleep 600; :", token});
   }
 
@@ -101,7 +103,7 @@ TEST_F(OciPodman, the_engines_memory_pids_and_network_options_hold) {
       {"--pids-limit", "20"},
       {"/bin/sh", "-c", "for i in $(seq 40); do sleep 30 & done 2>/dev/null; echo spawned"});
   EXPECT_NE(pids.out, "spawned\n") << "40 processes started under --pids-limit 20";
-  auto none = podman_->Run({"--network", "none"},
+  auto none = podman_->Run({},
                            {"/bin/sh", "-c", "tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' '"});
   EXPECT_EQ(none.exit_code, 0) << none.err;
   EXPECT_EQ(none.out, "lo\n");
