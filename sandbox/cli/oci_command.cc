@@ -25,6 +25,34 @@ void AddCreateFlags(CLI::App& command, OciFlags& f) {
   AcceptEngineFlags(command, true);
 }
 
+// runc's exec flags. Those that ask for what smolbox never grants (capabilities, labels, another
+// cgroup) are accepted and mean nothing: the process gets the container's confinement.
+void AddExecFlags(CLI::App& command, oci::ExecOptions& e) {
+  command.add_option("-p,--process", e.process, "a process.json: the process to run");
+  command.add_option("--pid-file", e.pid_file, "where to write the process's pid");
+  command.add_option("--console-socket", e.console_socket,
+                     "a unix socket that receives the pty's master");
+  command.add_flag("-d,--detach", e.detach, "return once it runs");
+  command.add_flag("-t,--tty", e.tty, "give the process a pty (without --process)");
+  command.add_option("--cwd", e.cwd, "its working directory (without --process)");
+  command.add_option("-e,--env", e.env, "NAME=VALUE, over the config's (without --process)");
+  command.add_option("-u,--user", e.user, "UID[:GID] (without --process)");
+  command.add_option("-g,--additional-gids",
+                     "accepted; a smolbox workload has no supplementary groups");
+  command.add_option("-c,--cap", "accepted; a smolbox workload has no capabilities");
+  command.add_flag("--no-new-privs")->description("accepted; smolbox always sets no_new_privs");
+  command.add_option("--apparmor", "accepted; smolbox's own confinement holds the process");
+  command.add_option("--process-label", "accepted; smolbox's own confinement holds the process");
+  command.add_option("--cgroup", "accepted; the process is in the container's cgroup");
+  command.add_flag("--ignore-paused")->description("accepted; smolbox never pauses a container");
+  command.add_option("--preserve-fds", "refused unless 0: smolbox passes only stdio")
+      ->check(CLI::IsMember({"0"}));
+  command.add_option("id", e.id, "the container's id")->required();
+  // The command and its arguments (without --process) follow the id, and its flags are its own
+  // (`-c` is sh's, not --cap): parsing stops at its first word, and the rest is the command.
+  command.prefix_command();
+}
+
 }  // namespace
 
 CLI::App* AddOciCommand(CLI::App& app, OciFlags& f) {
@@ -71,9 +99,7 @@ CLI::App* AddOciCommand(CLI::App& app, OciFlags& f) {
       ->check(CLI::IsMember({"table", "json"}));
   ps->add_option("id", f.id)->required();
   oci->add_subcommand("features", "print what this runtime supports, as JSON");
-  CLI::App* exec =
-      oci->add_subcommand("exec", "run another process in a container (not yet supported)");
-  exec->allow_extras();
+  AddExecFlags(*oci->add_subcommand("exec", "run another process in a running container"), f.exec);
   return oci;
 }
 
@@ -89,7 +115,11 @@ int RunOciCommand(const CLI::App& oci, OciFlags& f) {
   if (oci.got_subcommand("delete")) return oci::Delete(g, f.id, f.force);
   if (oci.got_subcommand("ps")) return oci::Ps(g, f.id, f.ps_format == "json");
   if (oci.got_subcommand("features")) return oci::Features();
-  return oci::Exec(g);
+  if (const CLI::App* exec = oci.get_subcommand("exec"); exec->parsed()) {
+    f.exec.args = exec->remaining();
+    return oci::Exec(g, f.exec);
+  }
+  return 1;
 }
 
 }  // namespace smolbox::cli

@@ -14,6 +14,7 @@ struct OciFlags {
   std::string log_format = "text";
   std::string backend = "auto";
   oci::CreateOptions create;
+  oci::ExecOptions exec;
   std::string id;
   std::string signal = "SIGTERM";
   bool all = false;

@@ -108,10 +108,13 @@ struct SandboxSpec {
   // instead of a new empty one.
   // map_image_ids: the image's files belong to host ids 0-65535 (an engine's rootfs), shown to
   // the sandbox as its own ids through an idmapped mount (root runtime only).
+  // attach_socket (ns only): a unix socket made at this path, whose every connection is served
+  // by an agent of its own in the sandbox, so that a container's exec runs beside its process.
   bool writable_root = false;
   std::string hostname;
   std::string network_namespace;
   bool map_image_ids = false;
+  std::string attach_socket;
   // vm backend: restore the guest from a boot snapshot instead of booting it, making the
   // snapshot on the first run (docs/guest.md, "Boot snapshot"). false: always a clean boot.
   bool vm_snapshot = true;

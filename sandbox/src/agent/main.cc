@@ -2,6 +2,7 @@
 // host's exec requests over one channel, one at a time, until the host goes away.
 //
 //   smolbox-agent --channel-fd 3                 # ns backend: a socketpair end
+//   smolbox-agent --channel-fd 3 --attach-fd 4   # and a listener for more (attach_point.h)
 //   smolbox-agent --channel-path /dev/vport0p1   # a virtio-serial port
 //   /init                                        # vm backend: started by the guest kernel
 #include <fcntl.h>
@@ -17,6 +18,7 @@
 #include <string>
 #include <string_view>
 
+#include "attach_point.h"
 #include "connection.h"
 #include "exec.h"
 #include "exec_protocol.h"
@@ -30,12 +32,23 @@
 namespace smolbox::agent {
 namespace {
 
-constexpr std::string_view kUsage = "usage: smolbox-agent --channel-fd N | --channel-path PATH\n";
+constexpr std::string_view kUsage =
+    "usage: smolbox-agent --channel-fd N [--attach-fd N] | --channel-path PATH\n";
 
 struct Options {
   std::optional<int> channel_fd;
   std::string channel_path;
+  std::optional<int> attach_fd;
 };
+
+Expected<int> ParseFd(std::string_view flag, std::string_view value) {
+  int fd = -1;
+  auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), fd);
+  if (ec != std::errc() || end != value.data() + value.size() || fd < 0) {
+    return std::unexpected(Error{std::string(flag), "is not a file descriptor", 0});
+  }
+  return fd;
+}
 
 Expected<Options> ParseArgs(std::span<char* const> args) {
   Options options;
@@ -44,12 +57,9 @@ Expected<Options> ParseArgs(std::span<char* const> args) {
     if (i + 1 >= args.size()) return std::unexpected(Error{std::string(flag), "needs a value", 0});
     std::string_view value = args[i + 1];
     if (flag == "--channel-fd") {
-      int fd = -1;
-      auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), fd);
-      if (ec != std::errc() || end != value.data() + value.size() || fd < 0) {
-        return std::unexpected(Error{"--channel-fd", "is not a file descriptor", 0});
-      }
-      options.channel_fd = fd;
+      SMOLBOX_ASSIGN_OR_RETURN(options.channel_fd, ParseFd(flag, value));
+    } else if (flag == "--attach-fd") {
+      SMOLBOX_ASSIGN_OR_RETURN(options.attach_fd, ParseFd(flag, value));
     } else if (flag == "--channel-path") {
       options.channel_path = value;
     } else {
@@ -59,6 +69,9 @@ Expected<Options> ParseArgs(std::span<char* const> args) {
   if (options.channel_fd.has_value() == !options.channel_path.empty()) {
     return std::unexpected(
         Error{"arguments", "need exactly one of --channel-fd, --channel-path", 0});
+  }
+  if (options.attach_fd && !options.channel_fd) {
+    return std::unexpected(Error{"--attach-fd", "goes with --channel-fd only", 0});
   }
   return options;
 }
@@ -104,9 +117,11 @@ Expected<void> HardenAgent() {
 
 class Agent {
  public:
-  // guest: /init of a microVM, which takes one "setup" before its execs.
-  Agent(Connection& connection, const ChildSignals& signals, const SeccompProgram& seccomp, bool guest)
-      : connection_(connection), signals_(signals), seccomp_(seccomp), guest_(guest) {}
+  // guest: /init of a microVM, which takes one "setup" before its execs. attach, when given, is
+  // served while this agent waits and while its execs run.
+  Agent(Connection& connection, const ChildSignals& signals, const SeccompProgram& seccomp, bool guest,
+        AttachPoint* attach = nullptr)
+      : connection_(connection), signals_(signals), seccomp_(seccomp), guest_(guest), attach_(attach) {}
 
   // 0 when the host closed the channel, 1 on a channel error.
   int Serve() {
@@ -128,7 +143,9 @@ class Agent {
     for (;;) {
       auto next = connection_.Next();
       if (!next || *next || connection_.closed()) return next;
-      std::array<pollfd, 2> fds{{{connection_.fd(), POLLIN, 0}, {signals_.fd(), POLLIN, 0}}};
+      std::array<pollfd, 3> fds{{{connection_.fd(), POLLIN, 0},
+                                 {signals_.fd(), POLLIN, 0},
+                                 {attach_ ? attach_->fd() : -1, POLLIN, 0}}};
       if (poll(fds.data(), fds.size(), -1) < 0 && errno != EINTR) {
         return std::unexpected(Error::Sys("poll"));
       }
@@ -136,6 +153,7 @@ class Agent {
         signals_.Drain();
         ReapExited(-1);
       }
+      if (fds[2].revents != 0) attach_->AcceptOne();
       if (fds[0].revents != 0) {
         SMOLBOX_TRY(connection_.ReadAvailable());
       }
@@ -205,7 +223,7 @@ class Agent {
     CpuMeter cpu_meter;
     if (cgroup_) cpu_meter = [this, base = before.cpu_usec] { return (cgroup_->CpuUsec() - base) / 1000; };
     auto workload = StartWorkload(*request, seccomp_, cgroup_ ? cgroup_->procs_fd() : -1);
-    ExecReport report = workload ? PumpExec(connection_, signals_, *request, std::move(*workload), cpu_meter)
+    ExecReport report = workload ? PumpExec(connection_, signals_, *request, std::move(*workload), cpu_meter, attach_)
                                  : workload.error();
     if (cgroup_ && workload) cgroup_->Judge(before, report);
     Reply(EncodeExit(report));
@@ -229,12 +247,22 @@ class Agent {
   const ChildSignals& signals_;
   const SeccompProgram& seccomp_;
   bool guest_ = false;
+  AttachPoint* attach_ = nullptr;
   std::optional<WorkloadCgroup> cgroup_;  // a guest's, once set up
 };
 
 int StartupFailure(const Error& error) {
   fmt::print(stderr, "smolbox-agent: {}\n", error.ToString());
   return 1;
+}
+
+// The agent forked for one attached connection (attach_point.h): the same loop, on its own
+// channel, with no attach point of its own.
+int ServeAttached(UniqueFd channel, const SeccompProgram& seccomp) {
+  auto signals = ChildSignals::Create();
+  if (!signals) return StartupFailure(signals.error());
+  Connection connection(std::move(channel));
+  return Agent(connection, *signals, seccomp, false).Serve();
 }
 
 // /init of a microVM: boot, serve the host, power off. Returning from init would panic the
@@ -280,7 +308,15 @@ int Main(std::span<char* const> args) {
   auto seccomp = CompileSeccompPolicy();
   if (!seccomp) return StartupFailure(seccomp.error());
   Connection connection(std::move(*channel));
-  return Agent(connection, *signals, *seccomp, false).Serve();
+  std::optional<AttachPoint> attach;
+  if (options->attach_fd) {
+    if (fcntl(*options->attach_fd, F_SETFD, FD_CLOEXEC) != 0) {
+      return StartupFailure(Error::Sys(fmt::format("attach fd {}", *options->attach_fd)));
+    }
+    attach.emplace(UniqueFd(*options->attach_fd),
+                   [&seccomp](UniqueFd side) { return ServeAttached(std::move(side), *seccomp); });
+  }
+  return Agent(connection, *signals, *seccomp, false, attach ? &*attach : nullptr).Serve();
 }
 
 }  // namespace

@@ -44,9 +44,10 @@ struct Stream {
 class ExecPump {
  public:
   ExecPump(Connection& connection, const ChildSignals& signals, const ExecRequest& request,
-           Workload workload, const CpuMeter& cpu_meter)
+           Workload workload, const CpuMeter& cpu_meter, AttachPoint* attach)
       : connection_(connection),
         signals_(signals),
+        attach_(attach),
         request_(request),
         workload_(std::move(workload)),
         stdout_{std::move(workload_.stdout_fd), 1},
@@ -88,13 +89,14 @@ class ExecPump {
   }
 
   void PollOnce() {
-    enum { kSignals, kChannel, kStdin, kStdout, kStderr, kSlots };
+    enum { kSignals, kChannel, kStdin, kStdout, kStderr, kAttach, kSlots };
     std::array<pollfd, kSlots> fds{};
     fds[kSignals] = {signals_.fd(), POLLIN, 0};
     fds[kChannel] = {connection_.closed() ? -1 : connection_.fd(), POLLIN, 0};
     fds[kStdin] = {stdin_queue_.empty() ? -1 : workload_.stdin_fd.get(), POLLOUT, 0};
     fds[kStdout] = {stdout_.fd.get(), POLLIN, 0};
     fds[kStderr] = {stderr_.fd.get(), POLLIN, 0};
+    fds[kAttach] = {attach_ && !main_exit_ ? attach_->fd() : -1, POLLIN, 0};
     if (poll(fds.data(), fds.size(), PollTimeoutMs(Clock::now())) < 0 && errno != EINTR) {
       fmt::print(stderr, "smolbox-agent: poll: {}\n", std::strerror(errno));
       usleep(10'000);  // the deadlines below still apply; do not spin
@@ -104,6 +106,7 @@ class ExecPump {
     if (fds[kStdout].revents != 0) Relay(stdout_);
     if (fds[kStderr].revents != 0) Relay(stderr_);
     if (fds[kChannel].revents != 0) WatchHost();
+    if (fds[kAttach].revents != 0) attach_->AcceptOne();
     // Every pass, not only on SIGCHLD: one cheap wait4 and nothing depends on signal timing.
     Reap(Clock::now());
     CheckDeadline(Clock::now());
@@ -260,6 +263,7 @@ class ExecPump {
 
   Connection& connection_;
   const ChildSignals& signals_;
+  AttachPoint* attach_;
   const ExecRequest& request_;
   Workload workload_;
   Stream stdout_;
@@ -280,8 +284,8 @@ class ExecPump {
 }  // namespace
 
 ExecReport PumpExec(Connection& connection, const ChildSignals& signals, const ExecRequest& request,
-                    Workload workload, const CpuMeter& cpu_meter) {
-  return ExecPump(connection, signals, request, std::move(workload), cpu_meter).Run();
+                    Workload workload, const CpuMeter& cpu_meter, AttachPoint* attach) {
+  return ExecPump(connection, signals, request, std::move(workload), cpu_meter, attach).Run();
 }
 
 }  // namespace smolbox::agent

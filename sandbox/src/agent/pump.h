@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <functional>
 
+#include "attach_point.h"
 #include "connection.h"
 #include "exec.h"
 #include "exec_protocol.h"
@@ -28,7 +29,8 @@ using CpuMeter = std::function<int64_t()>;
 // counted per process, cannot do.
 // Output is sent with blocking writes: a host that stops reading stalls the loop, deadline
 // included, and then only the host's own backstop ends the workload.
+// attach, when given, is served meanwhile: a container's exec attaches while its main runs.
 ExecReport PumpExec(Connection& connection, const ChildSignals& signals, const ExecRequest& request,
-                    Workload workload, const CpuMeter& cpu_meter);
+                    Workload workload, const CpuMeter& cpu_meter, AttachPoint* attach = nullptr);
 
 }  // namespace smolbox::agent

@@ -23,6 +23,7 @@ namespace smolbox::ns {
 namespace {
 
 constexpr int kAgentChannelFd = 3;
+constexpr int kAgentAttachFd = 4;
 
 Expected<void> DieWithParent() {
   // The agent inherits this; if the runtime is killed, the agent dies, and with it, as the
@@ -121,12 +122,21 @@ Expected<void> ExecAgent(const ContainPlan& plan) {
   for (int fd = 0; fd <= 2; ++fd) {
     if (dup2(null_fd, fd) < 0) return std::unexpected(Error::Sys("dup2 /dev/null"));
   }
+  // Out of the way first, so that the channel's dup2 onto 3 cannot close it.
+  int attach = plan.attach_fd < 0 ? -1 : fcntl(plan.attach_fd, F_DUPFD_CLOEXEC, kAgentAttachFd + 1);
+  if (plan.attach_fd >= 0 && attach < 0) return std::unexpected(Error::Sys("dup the attach socket"));
   if (dup2(plan.channel_fd, kAgentChannelFd) < 0) return std::unexpected(Error::Sys("dup2 channel"));
+  if (attach >= 0 && dup2(attach, kAgentAttachFd) < 0) return std::unexpected(Error::Sys("dup2 attach socket"));
+  int last_kept = attach >= 0 ? kAgentAttachFd : kAgentChannelFd;
   // Every other descriptor, the runtime's storage and volume handles included, closes at exec.
-  if (syscall(SYS_close_range, kAgentChannelFd + 1, ~0U, CLOSE_RANGE_CLOEXEC) != 0) {
+  if (syscall(SYS_close_range, last_kept + 1, ~0U, CLOSE_RANGE_CLOEXEC) != 0) {
     return std::unexpected(Error::Sys("close_range"));
   }
-  const char* argv[] = {"smolbox-agent", "--channel-fd", "3", nullptr};
+  const char* argv[] = {"smolbox-agent", "--channel-fd", "3", nullptr, nullptr, nullptr};
+  if (attach >= 0) {
+    argv[3] = "--attach-fd";
+    argv[4] = "4";
+  }
   const char* envp[] = {nullptr};
   syscall(SYS_execveat, plan.agent_fd, "", argv, envp, AT_EMPTY_PATH);
   return std::unexpected(Error::Sys("execveat smolbox-agent"));

@@ -38,6 +38,7 @@ struct ContainPlan {
   bool egress = false;
   std::string hostname;  // empty: "sandbox"
   bool engine_netns = false;  // born in a network namespace an OCI engine made
+  int attach_fd = -1;  // a listening socket the agent serves beside its channel (attach_point.h)
 };
 
 [[noreturn]] void ContainAndExecAgent(ContainPlan plan);

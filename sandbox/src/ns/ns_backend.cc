@@ -18,6 +18,7 @@
 
 #include "agent_binary.h"
 #include "agent_session.h"
+#include "attach_socket.h"
 #include "cgroup.h"
 #include "contain.h"
 #include "fd_passing.h"
@@ -64,6 +65,7 @@ struct Sandbox {
   std::unique_ptr<net::Gateway> gateway;
   bool image_idmapped = false;  // the image is mounted at dir/image (idmapped_image.h)
   UniqueFd agent;
+  UniqueFd attach;  // with spec.attach_socket: its listener, which the agent serves
   UniqueFd channel;
   UniqueFd pidfd;
   pid_t pid = -1;
@@ -89,6 +91,7 @@ ContainPlan MakePlan(const SandboxSpec& spec, const Sandbox& box, int child_chan
   if (spec.writable_root) plan.root.writable_root_mib = spec.limits.storage_mib;
   plan.hostname = spec.hostname;
   plan.engine_netns = !spec.network_namespace.empty();
+  plan.attach_fd = box.attach.get();
   if (box.storage) plan.root.storage = box.storage->mountpoint();
   else plan.tmpfs_storage_mountpoint = box.dir->path() + "/storage";
   for (const auto& v : box.volumes) {
@@ -279,11 +282,17 @@ Expected<void> Prepare(const SandboxSpec& spec, Sandbox& box, RunResult& result)
     SMOLBOX_ASSIGN_OR_RETURN(auto uplink, net::Uplink::Open(spec.egress.netns, spec.egress.dns_server));
     box.uplink.emplace(std::move(uplink));
   }
+  if (!spec.attach_socket.empty()) {
+    SMOLBOX_ASSIGN_OR_RETURN(box.attach, shared::ListenAttachSocket(spec.attach_socket));
+  }
   SMOLBOX_ASSIGN_OR_RETURN(auto agent_path, FindAgent());
   auto agent = SealedAgentCopy(agent_path);
   SMOLBOX_TRY(agent);
   box.agent = std::move(*agent);
   SMOLBOX_TRY(StartSandbox(spec, box));
+  // The agent holds the listener now; with the runtime's copy gone, a connection once the
+  // sandbox has died is refused rather than left waiting.
+  box.attach.Reset();
   return AwaitReady(spec, box, result);
 }
 

@@ -14,6 +14,7 @@
 #include <cstring>
 
 #include "net.h"
+#include "process_io.h"
 #include "smolbox/backend.h"
 #include "state.h"
 #include "unique_fd.h"
@@ -21,77 +22,8 @@
 namespace smolbox::oci {
 namespace {
 
-// What `kill` may send the monitor and have end the container cleanly; SIGKILL ends it outright
-// and the next runtime call sweeps what it held.
-constexpr int kEndingSignals[] = {SIGTERM, SIGINT,  SIGHUP,  SIGQUIT,
-                                  SIGUSR1, SIGUSR2, SIGPIPE, SIGALRM};
-
-Expected<UniqueFd> BlockEndingSignals() {
-  sigset_t set;
-  sigemptyset(&set);
-  for (int signal : kEndingSignals) sigaddset(&set, signal);
-  if (sigprocmask(SIG_BLOCK, &set, nullptr) != 0) return std::unexpected(Error::Sys("sigprocmask"));
-  int fd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
-  if (fd < 0) return std::unexpected(Error::Sys("signalfd"));
-  return UniqueFd(fd);
-}
-
-// The pending signal's number, or 0.
-int TakeSignal(int signal_fd) {
-  signalfd_siginfo info{};
-  return read(signal_fd, &info, sizeof info) == sizeof info ? static_cast<int>(info.ssi_signo) : 0;
-}
-
-// A pty of the host's devpts whose master goes to the engine's console socket, as runc sends it;
-// the process's stdio is its slave.
-Expected<UniqueFd> OpenConsole(const std::string& socket_path) {
-  UniqueFd master(posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC));
-  if (!master.valid() || grantpt(master.get()) != 0 || unlockpt(master.get()) != 0) {
-    return std::unexpected(Error::Sys("open a pty"));
-  }
-  char name[64];
-  if (ptsname_r(master.get(), name, sizeof name) != 0)
-    return std::unexpected(Error::Sys("ptsname"));
-  UniqueFd slave(open(name, O_RDWR | O_NOCTTY | O_CLOEXEC));
-  if (!slave.valid()) return std::unexpected(Error::Sys(fmt::format("open {}", name)));
-  UniqueFd sock(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  sockaddr_un address{};
-  address.sun_family = AF_UNIX;
-  if (socket_path.size() >= sizeof address.sun_path)
-    return std::unexpected(Error::Field("--console-socket", "path too long"));
-  std::memcpy(address.sun_path, socket_path.data(), socket_path.size());
-  if (!sock.valid() ||
-      connect(sock.get(), reinterpret_cast<sockaddr*>(&address), sizeof address) != 0) {
-    return std::unexpected(Error::Sys("connect to the console socket " + socket_path));
-  }
-  iovec payload{name, strlen(name)};
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-  msghdr message{};
-  message.msg_iov = &payload;
-  message.msg_iovlen = 1;
-  message.msg_control = control;
-  message.msg_controllen = sizeof control;
-  cmsghdr* header = CMSG_FIRSTHDR(&message);
-  header->cmsg_level = SOL_SOCKET;
-  header->cmsg_type = SCM_RIGHTS;
-  header->cmsg_len = CMSG_LEN(sizeof(int));
-  int fd = master.get();
-  std::memcpy(CMSG_DATA(header), &fd, sizeof fd);
-  if (sendmsg(sock.get(), &message, MSG_NOSIGNAL) < 0)
-    return std::unexpected(Error::Sys("send the pty to the console socket"));
-  return slave;
-}
-
-// False when create is gone (SIGPIPE is blocked here, so the write fails with EPIPE).
-bool Report(int ready_fd, const std::string& line) {
-  std::string text = line + "\n";
-  bool told = write(ready_fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
-  close(ready_fd);
-  return told;
-}
-
 [[noreturn]] void Fail(const MonitorPlan& plan, const Error& error) {
-  Report(plan.ready_fd, error.ToString());
+  ReportReady(plan.ready_fd, error.ToString());
   _exit(1);
 }
 
@@ -146,16 +78,13 @@ void RunMonitor(MonitorPlan plan) {
     auto opened = OpenConsole(plan.console_socket);
     if (!opened) Fail(plan, opened.error());
     console = std::move(*opened);
-    // The process's stdio is the pty: the create's own (which an engine may read to its end, as
-    // docker's shim does) is let go, as runc's init lets it go.
-    int null = open("/dev/null", O_RDWR | O_CLOEXEC);
-    for (int fd = 0; fd < 3 && null >= 0; ++fd) dup2(null, fd);
-    if (null > 2) close(null);
+    ReleaseStdio();
   }
   ContainerState state = plan.state;
   state.pid = getpid();
   state.pid_start = shared::ProcessStartTime(state.pid).value_or(0);
   if (auto network = PrepareNetwork(plan, state); !network) Fail(plan, network.error());
+  plan.container.run.sandbox.attach_socket = plan.dir.attach_socket();
   auto backend = MakeBackend(plan.container.run.sandbox.backend);
   if (!backend) Fail(plan, backend.error());
   RunResult setup;
@@ -164,7 +93,7 @@ void RunMonitor(MonitorPlan plan) {
   UniqueFd fifo(open(plan.dir.fifo().c_str(), O_RDWR | O_NONBLOCK | O_CLOEXEC | O_NOFOLLOW));
   if (!fifo.valid()) Fail(plan, Error::Sys("open " + plan.dir.fifo()));
   WriteStatus(plan, state, ContainerStatus::kCreated);
-  if (!Report(plan.ready_fd, "")) {
+  if (!ReportReady(plan.ready_fd, "")) {
     // Its create was killed on the way: no engine knows of this container, so nothing of it
     // may stay.
     session.reset();

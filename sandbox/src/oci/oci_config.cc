@@ -557,6 +557,19 @@ Expected<OciContainer> ParseOciConfig(const std::string& text, const std::string
   return out;
 }
 
+Expected<OciProcess> ParseOciProcess(const std::string& text, const RunSpec& container) {
+  SMOLBOX_ASSIGN_OR_RETURN(json process,
+                           ParseBoundedJson(text, {.max_bytes = kMaxConfigBytes}, "process"));
+  if (!process.is_object()) return Fail("process", "must be a JSON object");
+  OciContainer parsed;
+  parsed.run.sandbox = container.sandbox;
+  parsed.run.exec.limits = container.exec.limits;
+  SMOLBOX_TRY(ParseProcess(process, parsed));
+  if (auto valid = ValidateRunSpec(parsed.run); !valid) return std::unexpected(valid.error());
+  return OciProcess{std::move(parsed.run.exec), parsed.run.sandbox.user, parsed.terminal,
+                    std::move(parsed.notes)};
+}
+
 Expected<void> CheckContainerId(const std::string& id) {
   bool allowed = std::all_of(id.begin(), id.end(), [](char c) {
     return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '+' || c == '-' ||

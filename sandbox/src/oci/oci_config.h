@@ -56,6 +56,17 @@ struct OciContainer {
 Expected<OciContainer> ParseOciConfig(const std::string& text, const std::string& bundle,
                                       BackendKind backend = BackendKind::kAuto);
 
+// A second process in a running container: `exec --process`'s process.json, which is a
+// config's "process" object alone, mapped as ParseOciConfig maps that object. Its limits are
+// the container's (timeout, output); errors name "process.<field>".
+struct OciProcess {
+  ExecSpec exec;
+  WorkloadUser user;
+  bool terminal = false;
+  std::vector<std::string> notes;
+};
+Expected<OciProcess> ParseOciProcess(const std::string& text, const RunSpec& container);
+
 // runc's rule for a container ID: letters, digits and "_+-.", not "." or "..", at most 1024.
 Expected<void> CheckContainerId(const std::string& id);
 

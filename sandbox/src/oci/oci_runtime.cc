@@ -19,6 +19,7 @@
 #include <thread>
 
 #include "container_monitor.h"
+#include "exec_monitor.h"
 #include "oci_config.h"
 #include "oci_hooks.h"
 #include "oci_state.h"
@@ -95,8 +96,8 @@ Expected<ContainerState> Find(const GlobalOptions& global, const std::string& id
   return dir.Read();
 }
 
-Expected<std::string> ReadConfig(const std::string& bundle) {
-  std::string path = bundle + "/config.json";
+// A file of at most kMaxConfigBytes (one more is read, so that the parser refuses a larger one).
+Expected<std::string> ReadBoundedFile(const std::string& path) {
   UniqueFd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (!fd.valid()) return std::unexpected(Error::Sys("open " + path));
   std::string text(kMaxConfigBytes + 1, '\0');
@@ -108,6 +109,26 @@ Expected<std::string> ReadConfig(const std::string& bundle) {
   }
   text.resize(size);
   return text;
+}
+
+Expected<std::string> ReadConfig(const std::string& bundle) {
+  return ReadBoundedFile(bundle + "/config.json");
+}
+
+// What a monitor's ready pipe says, to its end.
+std::string ReadAll(UniqueFd fd) {
+  std::string text;
+  char buffer[4096];
+  for (ssize_t n; (n = read(fd.get(), buffer, sizeof buffer)) > 0;) text.append(buffer, size_t(n));
+  return text;
+}
+
+// A monitor's exit status, as a shell would report its process's.
+int WaitForExit(pid_t pid) {
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
 Expected<void> WritePidFile(const std::string& path, pid_t pid) {
@@ -210,11 +231,7 @@ Expected<pid_t> CreateContainer(const GlobalOptions& global, const CreateOptions
     RunMonitor(MonitorPlan{std::move(container), dir, state, options.console_socket, ready[1]});
   }
   close(ready[1]);
-  UniqueFd from_monitor(ready[0]);
-  std::string reply;
-  char buffer[4096];
-  for (ssize_t n; (n = read(from_monitor.get(), buffer, sizeof buffer)) > 0;)
-    reply.append(buffer, size_t(n));
+  std::string reply = ReadAll(UniqueFd(ready[0]));
   if (pid < 0 || reply != "\n") {
     if (pid > 0) waitpid(pid, nullptr, 0);
     (void)dir.Remove();
@@ -225,6 +242,39 @@ Expected<pid_t> CreateContainer(const GlobalOptions& global, const CreateOptions
   }
   SMOLBOX_TRY(WritePidFile(options.pid_file, pid));
   return pid;
+}
+
+// exec's process: --process's file, or the config's process with the command and flags over it,
+// as runc builds it. Either way it is mapped as a config's process is.
+Expected<OciProcess> ExecProcess(const ExecOptions& options, const std::string& config_text,
+                                 const RunSpec& container) {
+  if (!options.process.empty()) {
+    SMOLBOX_ASSIGN_OR_RETURN(auto text, ReadBoundedFile(options.process));
+    return ParseOciProcess(text, container);
+  }
+  if (options.args.empty())
+    return std::unexpected(Error::Field("exec", "needs a command, or --process"));
+  json process = json::parse(config_text, nullptr, false).value("process", json::object());
+  process["args"] = options.args;
+  process["terminal"] = options.tty;
+  if (!options.cwd.empty()) process["cwd"] = options.cwd;
+  json env = process.value("env", json::array());
+  for (const auto& entry : options.env) env.push_back(entry);
+  process["env"] = env;
+  if (!options.user.empty()) {
+    size_t colon = options.user.find(':');
+    uint32_t ids[2] = {0, 0};
+    std::string parts[2] = {options.user.substr(0, colon),
+                            colon == std::string::npos ? "0" : options.user.substr(colon + 1)};
+    for (int i = 0; i < 2; ++i) {
+      auto [end, ec] = std::from_chars(parts[i].data(), parts[i].data() + parts[i].size(), ids[i]);
+      if (ec != std::errc{} || end != parts[i].data() + parts[i].size() || parts[i].empty())
+        return std::unexpected(
+            Error::Field("--user", fmt::format("must be UID[:GID] (got {:?})", options.user)));
+    }
+    process["user"] = {{"uid", ids[0]}, {"gid", ids[1]}};
+  }
+  return ParseOciProcess(process.dump(), container);
 }
 
 }  // namespace
@@ -312,11 +362,9 @@ int Run(const GlobalOptions& global, const CreateOptions& options, bool detach) 
     return started;
   }
   if (detach) return 0;
-  int status = 0;
-  while (waitpid(*pid, &status, 0) < 0 && errno == EINTR) {
-  }
+  int code = WaitForExit(*pid);
   Delete(global, options.id, true);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return code;
 }
 
 int Ps(const GlobalOptions& global, const std::string& id, bool as_json) {
@@ -384,10 +432,49 @@ int Features() {
   return 0;
 }
 
-int Exec(const GlobalOptions& global) {
-  return Refuse(global, Error::Field("exec",
-                                     "a second process in a container is not supported yet: "
-                                     "a smolbox sandbox runs one process at a time"));
+int Exec(const GlobalOptions& global, const ExecOptions& options) {
+  auto state = Find(global, options.id);
+  if (!state) return Refuse(global, state.error());
+  if (ContainerStatus now = Observe(*state); now != ContainerStatus::kRunning) {
+    return Refuse(
+        global, Error::Field("container " + options.id,
+                             fmt::format("cannot exec in a container that is {}", ToString(now))));
+  }
+  auto config = ReadConfig(state->bundle);
+  auto container = config ? ParseOciConfig(*config, state->bundle, global.backend)
+                          : std::unexpected(config.error());
+  if (!container) return Refuse(global, container.error());
+  if (container->run.sandbox.backend == BackendKind::kVm) {
+    return Refuse(global,
+                  Error::Field("exec", "the vm backend does not take a second process yet"));
+  }
+  auto process = ExecProcess(options, *config, container->run);
+  if (!process) return Refuse(global, process.error());
+  for (const auto& note : process->notes) Log(global, "warning", note);
+  int ready[2];
+  if (pipe2(ready, O_CLOEXEC) != 0) return Refuse(global, Error::Sys("pipe"));
+  pid_t pid = fork();
+  if (pid == 0) {
+    close(ready[0]);
+    setsid();
+    RunExecMonitor(ExecPlan{ContainerDir::At(RootOf(global), options.id).attach_socket(),
+                            container->run.sandbox, std::move(*process), options.console_socket,
+                            ready[1]});
+  }
+  close(ready[1]);
+  if (pid < 0) {
+    close(ready[0]);
+    return Refuse(global, Error::Sys("fork the exec's monitor"));
+  }
+  std::string reply = ReadAll(UniqueFd(ready[0]));
+  if (reply != "\n") {
+    waitpid(pid, nullptr, 0);
+    if (!reply.empty() && reply.back() == '\n') reply.pop_back();
+    return Refuse(global, Error{"exec", reply.empty() ? "the exec's monitor died" : reply, 0});
+  }
+  if (auto written = WritePidFile(options.pid_file, pid); !written)
+    return Refuse(global, written.error());
+  return options.detach ? 0 : WaitForExit(pid);
 }
 
 }  // namespace smolbox::oci

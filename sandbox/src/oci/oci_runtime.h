@@ -12,6 +12,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "smolbox/spec.h"
 
@@ -44,8 +45,23 @@ int Run(const GlobalOptions& global, const CreateOptions& options, bool detach);
 // json: the pids as a JSON array; otherwise a table of PID and command.
 int Ps(const GlobalOptions& global, const std::string& id, bool json);
 int Features();
-// A second process in a running container: refused, naming why, until the agent runs
-// concurrent execs.
-int Exec(const GlobalOptions& global);
+struct ExecOptions {
+  std::string id;
+  std::string process;         // a process.json; empty: the config's process with the flags over it
+  std::string pid_file;        // where the exec's pid (its monitor's) is written once it runs
+  std::string console_socket;  // with a terminal: where the pty's master is sent
+  bool detach = false;         // return once it runs; its pid exits with the process's status
+  // Without --process: the command, and what replaces the config's process fields.
+  std::vector<std::string> args;
+  std::vector<std::string> env;  // NAME=VALUE, over the config's
+  std::string cwd;
+  std::string user;  // UID[:GID]
+  bool tty = false;
+};
+
+// A second process in a running container (ns backend), beside its first: the sandbox serves it
+// with an agent of its own (SandboxSpec::attach_socket), with the same confinement. Without
+// detach, returns the process's exit status.
+int Exec(const GlobalOptions& global, const ExecOptions& options);
 
 }  // namespace smolbox::oci

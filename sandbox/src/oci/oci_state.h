@@ -1,6 +1,7 @@
 // Where `smolbox oci` keeps its containers: one directory per container under the runtime's
 // --root, holding state.json (written whole and renamed into place, so a reader never sees half
-// of one) and start.fifo, through which `start` releases the created container.
+// of one), start.fifo, through which `start` releases the created container, and attach.sock,
+// where `exec` reaches the running sandbox.
 //
 //   ContainerDir dir = ContainerDir::At("/run/smolbox-oci", "web1");
 //   auto state = dir.Read();         // what the monitor last wrote
@@ -44,6 +45,8 @@ class ContainerDir {
   }
   const std::string& path() const { return path_; }
   std::string fifo() const { return path_ + "/start.fifo"; }
+  // Where the container's sandbox takes its execs (SandboxSpec::attach_socket).
+  std::string attach_socket() const { return path_ + "/attach.sock"; }
 
   // Makes the directory (and root, 0700), failing when the container already exists.
   Expected<void> Create() const;

@@ -115,10 +115,19 @@ TEST_F(OciDocker, the_engines_memory_pids_and_terminal_options_hold) {
   EXPECT_EQ(tty.out, "on-a-tty\r\n");
 }
 
-TEST_F(OciDocker, stop_and_rm_force_end_a_running_container) {
+// One dockerd for both: each takes seconds to start.
+TEST_F(OciDocker, exec_runs_beside_a_running_container_and_stop_and_rm_force_end_it) {
   std::string token = RandomToken();
   ASSERT_EQ(docker_->StartSleeper("s1", token).exit_code, 0);
   EXPECT_TRUE(WaitUntil([&] { return CountProcessesWith(token) > 0; }, std::chrono::seconds(30)));
+  auto exec = docker_->Call({"exec", "--user", "1000", "s1", "/bin/sh", "-c",
+                             "id -u; grep -E '^(CapEff|NoNewPrivs|Seccomp):' /proc/self/status | "
+                             "tr -s '\\t' ' '; exit 4"});
+  EXPECT_EQ(exec.exit_code, 4) << exec.err;
+  EXPECT_EQ(exec.out, "1000\nCapEff: 0000000000000000\nNoNewPrivs: 1\nSeccomp: 2\n") << exec.err;
+  auto tty = docker_->Call({"exec", "-t", "s1", "echo", "on-a-tty"});
+  EXPECT_EQ(tty.exit_code, 0) << tty.err;
+  EXPECT_EQ(tty.out, "on-a-tty\r\n");
   EXPECT_EQ(docker_->Call({"stop", "--time", "2", "s1"}).exit_code, 0);
   EXPECT_TRUE(WaitUntil([&] { return CountProcessesWith(token) == 0; }, std::chrono::seconds(30)));
   auto inspected =

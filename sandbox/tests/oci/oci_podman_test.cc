@@ -62,8 +62,8 @@ class Podman {
   // podman run -d --name NAME: a shell that stays (it does not exec its last command), with
   // token as its $0, for CountProcessesWith.
   ProgramRun StartSleeper(const std::string& name, const std::string& token) const {
-    return Call({"run", "-d", "--name", name, "--pull", "never", "--network", "none", kImage, "/bin/sh", "-c",
-                 "sleep 600; :", token});
+    return Call({"run", "-d", "--name", name, "--pull", "never", "--network", "none", kImage,
+                 "/bin/sh", "-c", "sleep 600; :", token});
   }
 
  private:
@@ -103,8 +103,8 @@ TEST_F(OciPodman, the_engines_memory_pids_and_network_options_hold) {
       {"--pids-limit", "20"},
       {"/bin/sh", "-c", "for i in $(seq 40); do sleep 30 & done 2>/dev/null; echo spawned"});
   EXPECT_NE(pids.out, "spawned\n") << "40 processes started under --pids-limit 20";
-  auto none = podman_->Run({},
-                           {"/bin/sh", "-c", "tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' '"});
+  auto none =
+      podman_->Run({}, {"/bin/sh", "-c", "tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' '"});
   EXPECT_EQ(none.exit_code, 0) << none.err;
   EXPECT_EQ(none.out, "lo\n");
 }
@@ -136,13 +136,21 @@ TEST_F(OciPodman, stop_and_rm_force_end_a_running_container_and_leave_nothing) {
   EXPECT_TRUE(WaitUntil([&] { return CountProcessesWith(second) == 0; }, std::chrono::seconds(30)));
 }
 
-TEST_F(OciPodman, exec_into_a_container_is_refused_with_the_runtimes_reason) {
+TEST_F(OciPodman, exec_runs_beside_the_containers_process_with_its_confinement_and_exit_code) {
   std::string token = RandomToken();
   ASSERT_EQ(podman_->StartSleeper("e1", token).exit_code, 0);
-  auto exec = podman_->Call({"exec", "e1", "echo", "hi"});
-  EXPECT_NE(exec.exit_code, 0);
-  EXPECT_NE((exec.out + exec.err).find("not supported yet"), std::string::npos)
-      << exec.out << exec.err;
+  EXPECT_TRUE(WaitUntil([&] { return CountProcessesWith(token) > 0; }, std::chrono::seconds(30)));
+  auto exec = podman_->Call(
+      {"exec", "--user", "1000:1000", "--env", "FROM_EXEC=yes", "e1", "/bin/sh", "-c",
+       "echo $FROM_EXEC $(id -u); grep -E '^(CapEff|NoNewPrivs|Seccomp):' /proc/self/status | "
+       "tr -s '\\t' ' '; exit 5"});
+  EXPECT_EQ(exec.exit_code, 5) << exec.err;
+  EXPECT_EQ(exec.out, "yes 1000\nCapEff: 0000000000000000\nNoNewPrivs: 1\nSeccomp: 2\n")
+      << exec.err;
+  auto tty = podman_->Call({"exec", "-t", "e1", "echo", "on-a-tty"});
+  EXPECT_EQ(tty.exit_code, 0) << tty.err;
+  EXPECT_EQ(tty.out, "on-a-tty\r\n");
+  EXPECT_GT(CountProcessesWith(token), 0) << "the container's process goes on";
   EXPECT_EQ(podman_->Call({"rm", "--force", "--time", "0", "e1"}).exit_code, 0);
   EXPECT_TRUE(WaitUntil([&] { return CountProcessesWith(token) == 0; }, std::chrono::seconds(30)));
 }

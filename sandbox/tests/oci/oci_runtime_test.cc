@@ -1,4 +1,4 @@
-// smolbox oci called as engines call runc: create, start, state, kill, delete, run, ps and
+// smolbox oci called as engines call runc: create, start, state, kill, delete, run, exec, ps and
 // features, with the container's stdio in files (a create's container keeps them, as runc's).
 #include <fcntl.h>
 #include <fmt/format.h>
@@ -396,11 +396,121 @@ TEST(OciRuntime, hooks_run_on_the_host_and_set_up_the_containers_own_network_nam
   EXPECT_FALSE(std::filesystem::exists(runtime.root() + "/h2"));
 }
 
-TEST(OciRuntime, exec_is_refused_naming_why) {
+// A running container whose process prints "main-started" and sleeps with token as its $0.
+// The bundle stays while the container runs, as an engine's does: exec reads its config.
+void StartSleeper(const OciRuntime& runtime, OciBundle& bundle, const std::string& id,
+                  const std::string& token) {
+  bundle.config["process"]["args"] = {"/bin/sh", "-c", "echo main-started; sleep 600; :", token};
+  bundle.Save();
+  std::string out = runtime.file(id + ".out");
+  auto created = runtime.Call({"create", "--bundle", bundle.path(), id}, out);
+  ASSERT_EQ(created.exit_code, 0) << created.err;
+  ASSERT_EQ(runtime.Call({"start", id}).exit_code, 0);
+  ASSERT_TRUE(
+      WaitUntil([&] { return ReadFile(out) == "main-started\n"; }, std::chrono::seconds(30)));
+}
+
+TEST(OciRuntime, exec_runs_a_second_process_beside_the_first_with_the_same_confinement) {
   OciRuntime runtime;
-  auto exec = runtime.Call({"exec", "--process", "/dev/null", "c1"});
-  EXPECT_EQ(exec.exit_code, 1);
-  EXPECT_NE(exec.err.find("not supported yet"), std::string::npos) << exec.err;
+  std::string token = RandomToken();
+  OciBundle bundle;
+  ASSERT_NO_FATAL_FAILURE(StartSleeper(runtime, bundle, "e1", token));
+  std::string out = runtime.file("exec.out");
+  auto exec = runtime.Call(
+      {"exec", "e1", "/bin/sh", "-c",
+       "grep -E '^(CapEff|NoNewPrivs|Seccomp):' /proc/self/status | tr -s '\t' ' '; hostname; "
+       "cat /proc/[0-9]*/comm | grep -x sleep; exit 3"},
+      out);
+  EXPECT_EQ(exec.exit_code, 3) << exec.err;
+  // No capabilities, no_new_privs and the seccomp filter, as the container's own process has; the
+  // container's hostname, and its process in the same pid namespace.
+  EXPECT_EQ(ReadFile(out), "CapEff: 0000000000000000\nNoNewPrivs: 1\nSeccomp: 2\nrunc\nsleep\n");
+  EXPECT_EQ(runtime.State("e1")["status"], "running") << "the container's process goes on";
+
+  // A process.json, as engines pass it: its own env, user and cwd.
+  json process = {{"args", {"/bin/sh", "-c", "echo $FROM_PROCESS $(id -u):$(id -g) $(pwd)"}},
+                  {"env", {"PATH=/bin", "FROM_PROCESS=yes"}},
+                  {"cwd", "/etc"},
+                  {"user", {{"uid", 1000}, {"gid", 1001}}}};
+  WriteFile(runtime.file("process.json"), process.dump());
+  std::string process_out = runtime.file("process.out");
+  auto with_file =
+      runtime.Call({"exec", "--process", runtime.file("process.json"), "e1"}, process_out);
+  EXPECT_EQ(with_file.exit_code, 0) << with_file.err;
+  EXPECT_EQ(ReadFile(process_out), "yes 1000:1001 /etc\n");
+
+  // Detached, as engines run it: its pid is in the pid file, and it ends with the container.
+  std::string exec_token = RandomToken();
+  auto detached = runtime.Call({"exec", "--detach", "--pid-file", runtime.file("exec.pid"), "e1",
+                                "/bin/sh", "-c", "sleep 600; :", exec_token});
+  ASSERT_EQ(detached.exit_code, 0) << detached.err;
+  pid_t exec_pid = std::stoi(ReadFile(runtime.file("exec.pid")));
+  EXPECT_TRUE(
+      WaitUntil([&] { return CountProcessesWith(exec_token) > 0; }, std::chrono::seconds(30)));
+  EXPECT_FALSE(ProcessGone(exec_pid));
+  ASSERT_EQ(runtime.Call({"kill", "e1", "TERM"}).exit_code, 0);
+  EXPECT_TRUE(WaitUntil([&] { return ProcessGone(exec_pid); }, std::chrono::seconds(30)));
+  EXPECT_TRUE(
+      WaitUntil([&] { return CountProcessesWith(exec_token) == 0; }, std::chrono::seconds(30)));
+  auto stopped = runtime.Call({"exec", "e1", "/bin/true"});
+  EXPECT_EQ(stopped.exit_code, 1);
+  EXPECT_NE(stopped.err.find("cannot exec in a container that is stopped"), std::string::npos)
+      << stopped.err;
+  EXPECT_EQ(runtime.Call({"delete", "e1"}).exit_code, 0);
+  EXPECT_EQ(CountProcessesWith(token), 0);
+}
+
+TEST(OciRuntime, a_signal_to_an_exec_ends_that_exec_and_not_the_container) {
+  OciRuntime runtime;
+  std::string token = RandomToken();
+  OciBundle bundle;
+  ASSERT_NO_FATAL_FAILURE(StartSleeper(runtime, bundle, "e2", token));
+  std::string exec_token = RandomToken();
+  auto detached = runtime.Call({"exec", "-d", "--pid-file", runtime.file("exec.pid"), "e2",
+                                "/bin/sh", "-c", "sleep 600; :", exec_token});
+  ASSERT_EQ(detached.exit_code, 0) << detached.err;
+  pid_t exec_pid = std::stoi(ReadFile(runtime.file("exec.pid")));
+  EXPECT_TRUE(
+      WaitUntil([&] { return CountProcessesWith(exec_token) > 0; }, std::chrono::seconds(30)));
+  // SIGUSR1 ends an exec (its monitor takes it), as kill's do a container's; its default is to
+  // end a process, never to be ignored, so only a monitor that takes it survives it.
+  ASSERT_EQ(kill(exec_pid, SIGUSR1), 0);
+  EXPECT_TRUE(WaitUntil([&] { return ProcessGone(exec_pid); }, std::chrono::seconds(30)));
+  EXPECT_TRUE(
+      WaitUntil([&] { return CountProcessesWith(exec_token) == 0; }, std::chrono::seconds(30)));
+  EXPECT_EQ(runtime.State("e2")["status"], "running");
+  EXPECT_GT(CountProcessesWith(token), 0);
+  // The container's end ends its execs, which exit as runc's do then: killed.
+  std::string last_token = RandomToken();
+  pid_t waited = runtime.Spawn({"exec", "e2", "/bin/sh", "-c", "sleep 600; :", last_token});
+  ASSERT_GT(waited, 0);
+  EXPECT_TRUE(WaitUntil([&] { return CountProcessesWith(last_token) > 0; }, std::chrono::seconds(30)));
+  EXPECT_EQ(runtime.Call({"delete", "--force", "e2"}).exit_code, 0);
+  int status = 0;
+  ASSERT_EQ(waitpid(waited, &status, 0), waited);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 128 + SIGKILL) << status;
+  EXPECT_EQ(CountProcessesWith(last_token), 0);
+}
+
+TEST(OciRuntime, a_bad_exec_is_an_error_naming_the_field) {
+  OciRuntime runtime;
+  auto missing = runtime.Call({"exec", "nosuch", "/bin/true"});
+  EXPECT_EQ(missing.exit_code, 1);
+  EXPECT_NE(missing.err.find("does not exist"), std::string::npos) << missing.err;
+  OciBundle bundle;
+  ASSERT_NO_FATAL_FAILURE(StartSleeper(runtime, bundle, "e3", RandomToken()));
+  WriteFile(runtime.file("process.json"), R"({"args": [], "cwd": "/"})");
+  auto no_args = runtime.Call({"exec", "--process", runtime.file("process.json"), "e3"});
+  EXPECT_EQ(no_args.exit_code, 1);
+  EXPECT_NE(no_args.err.find("process.args"), std::string::npos) << no_args.err;
+  EXPECT_NE(ReadFile(runtime.log()).find("process.args"), std::string::npos);
+  auto bad_user = runtime.Call({"exec", "--user", "me", "e3", "/bin/true"});
+  EXPECT_EQ(bad_user.exit_code, 1);
+  EXPECT_NE(bad_user.err.find("--user"), std::string::npos) << bad_user.err;
+  auto no_command = runtime.Call({"exec", "e3"});
+  EXPECT_EQ(no_command.exit_code, 1);
+  EXPECT_NE(no_command.err.find("needs a command"), std::string::npos) << no_command.err;
+  EXPECT_EQ(runtime.Call({"delete", "--force", "e3"}).exit_code, 0);
 }
 
 TEST(OciRuntime, features_says_what_it_reads) {
