@@ -110,11 +110,15 @@ struct SandboxSpec {
   // the sandbox as its own ids through an idmapped mount (root runtime only).
   // attach_socket (ns only): a unix socket made at this path, whose every connection is served
   // by an agent of its own in the sandbox, so that a container's exec runs beside its process.
+  // root_files (an image only): absolute path -> content, files written into the image's root
+  // as its own, read-only with it: an engine's small files (/etc/hosts, /run/.containerenv),
+  // copied rather than bound, so that no host path of the engine's shows in the sandbox.
   bool writable_root = false;
   std::string hostname;
   std::string network_namespace;
   bool map_image_ids = false;
   std::string attach_socket;
+  std::map<std::string, std::string> root_files;
   // vm backend: restore the guest from a boot snapshot instead of booting it, making the
   // snapshot on the first run (docs/guest.md, "Boot snapshot"). false: always a clean boot.
   bool vm_snapshot = true;
@@ -181,6 +185,10 @@ inline constexpr int64_t kMaxPids = 65536;
 inline constexpr int64_t kMaxStorageMiB = 1024 * 1024;
 inline constexpr int64_t kMaxOutputBytes = 1LL << 30;
 inline constexpr int64_t kMaxFiles = 1 << 20;
+// SandboxSpec::root_files: an engine's files are a few hundred bytes, and the root's tmpfs holds
+// them beside what the setup writes.
+inline constexpr size_t kMaxRootFileBytes = 64 << 10;
+inline constexpr size_t kMaxRootFiles = 16;
 inline constexpr double kMaxCpus = 1024;
 // The largest spec read, from a file or not; it bounds a spec's inline stdin too. A larger stdin
 // goes in a stdin_file, which streams.

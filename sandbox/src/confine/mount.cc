@@ -18,6 +18,7 @@
 #include "hidden_source.h"
 #include "in_root.h"
 #include "mutant.h"
+#include "smolbox/spec.h"
 #include "trust_store.h"
 
 namespace smolbox::confine {
@@ -263,6 +264,34 @@ Expected<void> PlaceResolvConf(int upper_fd, const std::string& resolver) {
   return WriteNewFile(upper_fd, "etc/resolv.conf", ResolvConf(resolver), "the sandbox's /etc/resolv.conf");
 }
 
+// An engine's small files, written into the writable layer rather than bound from the host: they
+// are the image's own files then, read-only with it, and no host path of the engine's shows in
+// /proc/self/mountinfo. A directory on the way gets the image's mode where the image has one; it
+// is made in the layer, which holds only what the setup made, so nothing there is a link.
+Expected<void> PlaceRootFiles(int image_fd, int upper_fd, const std::map<std::string, std::string>& files) {
+  if (files.size() > kMaxRootFiles) return std::unexpected(Error{"root files", "too many", 0});
+  for (const auto& [path, content] : files) {
+    if (!path.starts_with("/") || path.size() < 2 || content.size() > kMaxRootFileBytes) {
+      return std::unexpected(Error{"root file", path + " is not an absolute path to a small file", 0});
+    }
+    std::string relative = path.substr(1);
+    for (size_t slash = relative.find('/'); slash != std::string::npos; slash = relative.find('/', slash + 1)) {
+      std::string dir = relative.substr(0, slash);
+      struct stat st{};
+      bool image_has_it = fstatat(image_fd, dir.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode);
+      if (mkdirat(upper_fd, dir.c_str(), 0755) == 0) {
+        if (fchmodat(upper_fd, dir.c_str(), image_has_it ? st.st_mode & 07777 : 0755, 0) != 0) {
+          return std::unexpected(Error::Sys("chmod /" + dir + " in the sandbox's writable layer"));
+        }
+      } else if (errno != EEXIST) {
+        return std::unexpected(Error::Sys("mkdir /" + dir + " in the sandbox's writable layer"));
+      }
+    }
+    SMOLBOX_TRY(WriteNewFile(upper_fd, relative.c_str(), content, path));
+  }
+  return {};
+}
+
 // The tmpfs options of the sandbox's root: a megabyte for what setup writes there, with a
 // caller's CA bundle room for the largest whole bundle it may write (the store's own and the
 // caller's, each at its cap), and a writable root's own cap. The size only caps; the root is
@@ -270,6 +299,7 @@ Expected<void> PlaceResolvConf(int upper_fd, const std::string& resolver) {
 std::string RootTmpfsOptions(const RootPlan& plan) {
   size_t bytes = (1 << 20) + (size_t(plan.writable_root_mib) << 20);
   if (!plan.ca_bundle.empty()) bytes += kMaxTrustBundleBytes + kMaxCaBundleBytes;
+  for (const auto& file : plan.files) bytes += file.second.size();
   return fmt::format("size={},mode=0755", bytes);
 }
 
@@ -307,6 +337,7 @@ Expected<void> MountImageRoot(const RootPlan& plan) {
     SMOLBOX_ASSIGN_OR_RETURN(auto own, ReadOwnBundle(plan.image_fd, "/etc", true));
     SMOLBOX_TRY(PlaceCaBundle(layers[0].get(), own, plan.ca_bundle));
   }
+  SMOLBOX_TRY(PlaceRootFiles(plan.image_fd, layers[0].get(), plan.files));
   std::string options = fmt::format("lowerdir={},upperdir={},workdir={}", FdPath(plan.image_fd),
                                     FdPath(layers[0].get()), FdPath(layers[1].get()));
   return Mount("overlay", root, "overlay", MS_NOSUID | MS_NODEV | NoexecOf(plan.image_fd), options);
@@ -535,6 +566,7 @@ Expected<void> BuildRoot(const RootPlan& plan) {
   if (plan.image_fd >= 0) {
     SMOLBOX_TRY(MountImageRoot(plan));
   } else {
+    if (!plan.files.empty()) return std::unexpected(Error{"root file", "only an image's root takes files", 0});
     SMOLBOX_TRY(Mount("tmpfs", root, "tmpfs", MS_NOSUID | MS_NODEV, RootTmpfsOptions(plan)));
     SMOLBOX_TRY(MakeHostImage(root));
     SMOLBOX_TRY(MakeEtc(root, plan.uid, plan.gid, plan.resolver));

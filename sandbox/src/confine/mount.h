@@ -9,6 +9,7 @@
 
 #include <sys/types.h>
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -53,6 +54,9 @@ struct RootPlan {
   // An image's root takes the workload's writes, in its overlay's upper layer: a tmpfs capped at
   // this many MiB (SandboxSpec::writable_root). 0: the root is read-only.
   int64_t writable_root_mib = 0;
+  // Files written into an image's root, in its writable layer (SandboxSpec::root_files): absolute
+  // normal paths, at most kMaxRootFiles of at most kMaxRootFileBytes each.
+  std::map<std::string, std::string> files;
   std::vector<std::string>* warnings = nullptr;
 };
 

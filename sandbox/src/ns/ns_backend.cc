@@ -92,6 +92,7 @@ ContainPlan MakePlan(const SandboxSpec& spec, const Sandbox& box, int child_chan
   plan.hostname = spec.hostname;
   plan.engine_netns = !spec.network_namespace.empty();
   plan.attach_fd = box.attach.get();
+  plan.root.files = spec.root_files;
   if (box.storage) plan.root.storage = box.storage->mountpoint();
   else plan.tmpfs_storage_mountpoint = box.dir->path() + "/storage";
   for (const auto& v : box.volumes) {

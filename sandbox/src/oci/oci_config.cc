@@ -1,14 +1,18 @@
 #include "oci_config.h"
 
+#include <fcntl.h>
 #include <fmt/format.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <filesystem>
 #include <set>
 
 #include "json_bounds.h"
+#include "unique_fd.h"
 
 namespace smolbox::oci {
 namespace {
@@ -225,6 +229,29 @@ Expected<void> ParseTmpfs(const json& mount, const std::string& path, const std:
   return {};
 }
 
+// A regular file of at most kMaxRootFileBytes, read whole; nullopt for anything else.
+std::optional<std::string> SmallFile(const std::string& path) {
+  UniqueFd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK));
+  struct stat st {};
+  if (!fd.valid() || fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode) ||
+      static_cast<size_t>(st.st_size) > kMaxRootFileBytes) {
+    return std::nullopt;
+  }
+  std::string text(static_cast<size_t>(st.st_size) + 1, '\0');
+  size_t size = 0;
+  for (ssize_t n;
+       size < text.size() && (n = read(fd.get(), text.data() + size, text.size() - size)) > 0;)
+    size += static_cast<size_t>(n);
+  if (size > kMaxRootFileBytes) return std::nullopt;  // it grew meanwhile
+  text.resize(size);
+  return text;
+}
+
+bool IsNormalFilePath(const std::string& path) {
+  return path.size() > 1 && path.starts_with("/") && !path.ends_with("/") &&
+         std::filesystem::path(path).lexically_normal() == path;
+}
+
 Expected<void> ParseMount(const json& mount, size_t index, OciContainer& out) {
   std::string path = fmt::format("mounts[{}].", index);
   if (!mount.is_object()) return Fail(path.substr(0, path.size() - 1), "must be an object");
@@ -257,8 +284,15 @@ Expected<void> ParseMount(const json& mount, size_t index, OciContainer& out) {
   }
   // A /dev/shm that the engine keeps for the container is the storage's own in smolbox.
   if (target == "/dev/shm") return {};
-  // Engines bind the files they write for a container (/etc/hosts, resolv.conf, hostname) rw;
-  // smolbox copies back only directories, so a file is the container's to read.
+  // The files an engine writes for a container (/etc/hosts, resolv.conf, hostname,
+  // /run/.containerenv) become the root's own files: a copy shows nothing of the host.
+  if (auto copied = SmallFile(bind.source);
+      copied && IsNormalFilePath(target) && out.run.sandbox.root_files.size() < kMaxRootFiles) {
+    out.run.sandbox.root_files[target] = std::move(*copied);
+    return {};
+  }
+  // A larger file is bound; smolbox copies back only directories, so it is the container's to
+  // read.
   struct stat st {};
   if (!bind.read_only && stat(bind.source.c_str(), &st) == 0 && !S_ISDIR(st.st_mode)) {
     bind.read_only = true;
@@ -474,12 +508,16 @@ Expected<void> ParseAnnotations(const json& annotations, BackendKind backend, Oc
       SMOLBOX_ASSIGN_OR_RETURN(
           out.run.exec.limits.timeout_ms,
           AnnotationInteger(annotations, kTimeoutAnnotation, 1, kMaxTimeoutMs));
+    } else if (key == kCpuTimeAnnotation) {
+      SMOLBOX_ASSIGN_OR_RETURN(
+          out.run.exec.limits.cpu_ms,
+          AnnotationInteger(annotations, kCpuTimeAnnotation, 1, kMaxTimeoutMs));
     } else if (key == kEgressAnnotation) {
       SMOLBOX_TRY(ParseEgressAnnotation(value, out));
     } else {
       return Fail(field,
                   "is not a smolbox annotation (io.smolbox.backend, storage-mib, output-bytes, "
-                  "timeout-ms, egress)");
+                  "timeout-ms, cpu-ms, egress)");
     }
   }
   return {};

@@ -97,6 +97,16 @@ TEST(OciConfig, a_container_runs_for_as_long_as_smolbox_allows_and_says_all_it_p
   EXPECT_EQ(parsed->run.exec.limits.output_bytes, kMaxOutputBytes);
 }
 
+TEST(OciConfig, the_cpu_time_annotation_bounds_the_whole_tree_in_ms_over_rlimit_cpu) {
+  OciBundle bundle;
+  json config = bundle.config;
+  config["process"]["rlimits"] = {{{"type", "RLIMIT_CPU"}, {"soft", 7}, {"hard", 7}}};
+  config["annotations"] = {{"io.smolbox.cpu-ms", "1500"}};
+  auto parsed = Parse(bundle, config);
+  ASSERT_TRUE(parsed) << parsed.error().ToString();
+  EXPECT_EQ(parsed->run.exec.limits.cpu_ms, 1500);
+}
+
 TEST(OciConfig, the_backend_comes_from_the_flag_or_the_annotation_and_they_must_agree) {
   OciBundle bundle;
   json config = bundle.config;
@@ -245,6 +255,11 @@ const Refusal kRefusals[] = {
        c["annotations"] = {{"io.smolbox.storage-mib", "99999999999"}};
      },
      "annotations.io.smolbox.storage-mib"},
+    {"cpu time of zero",
+     [](json& c) {
+       c["annotations"] = {{"io.smolbox.cpu-ms", "0"}};
+     },
+     "annotations.io.smolbox.cpu-ms"},
     {"an annotation not a string",
      [](json& c) {
        c["annotations"] = {{"org.example", 1}};

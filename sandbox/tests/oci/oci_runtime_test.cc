@@ -186,6 +186,34 @@ TEST(OciRuntime, a_read_only_root_refuses_writes_and_a_writable_one_takes_them) 
       << "a write reached the engine's rootfs";
 }
 
+// The small files an engine binds (podman's /run/.containerenv, everyone's /etc/hosts) are the
+// root's own copies: readable, read-only, and no mount that names a host path.
+TEST(OciRuntime, an_engines_small_files_are_copies_in_the_root_and_no_host_mount) {
+  OciRuntime runtime;
+  OciBundle bundle;
+  std::string token = RandomToken();
+  WriteFile(runtime.file("containerenv"), "engine=\"podman\"\n" + token + "\n");
+  WriteFile(runtime.file("hosts"), "127.0.0.1 localhost\n");
+  bundle.config["mounts"].push_back({{"destination", "/run/.containerenv"},
+                                     {"type", "bind"},
+                                     {"source", runtime.file("containerenv")},
+                                     {"options", {"bind", "ro"}}});
+  bundle.config["mounts"].push_back({{"destination", "/etc/hosts"},
+                                     {"type", "bind"},
+                                     {"source", runtime.file("hosts")},
+                                     {"options", {"bind", "rw"}}});
+  bundle.config["process"]["args"] = {
+      "/bin/sh", "-c",
+      "cat /run/.containerenv /etc/hosts; grep -c -e containerenv -e hosts -e " + token +
+          " /proc/self/mountinfo; echo x >> /etc/hosts || echo read-only"};
+  bundle.Save();
+  std::string out = runtime.file("files.out");
+  auto run = runtime.Call({"run", "--bundle", bundle.path(), "f1"}, out);
+  EXPECT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_EQ(ReadFile(out), "engine=\"podman\"\n" + token + "\n127.0.0.1 localhost\n0\nread-only\n");
+  EXPECT_EQ(ReadFile(runtime.file("hosts")), "127.0.0.1 localhost\n");
+}
+
 TEST(OciRuntime, a_tmpfs_is_an_empty_writable_directory_held_by_the_storage_limit) {
   OciRuntime runtime;
   OciBundle bundle;
@@ -482,9 +510,12 @@ TEST(OciRuntime, a_signal_to_an_exec_ends_that_exec_and_not_the_container) {
   EXPECT_GT(CountProcessesWith(token), 0);
   // The container's end ends its execs, which exit as runc's do then: killed.
   std::string last_token = RandomToken();
-  pid_t waited = runtime.Spawn({"exec", "e2", "/bin/sh", "-c", "sleep 600; :", last_token});
+  std::string out = runtime.file("last.out");
+  pid_t waited =
+      runtime.Spawn({"exec", "e2", "/bin/sh", "-c", "echo in; sleep 600; :", last_token}, out);
   ASSERT_GT(waited, 0);
-  EXPECT_TRUE(WaitUntil([&] { return CountProcessesWith(last_token) > 0; }, std::chrono::seconds(30)));
+  // Its output, not its token: the exec command's own argv has the token from the start.
+  EXPECT_TRUE(WaitUntil([&] { return ReadFile(out) == "in\n"; }, std::chrono::seconds(30)));
   EXPECT_EQ(runtime.Call({"delete", "--force", "e2"}).exit_code, 0);
   int status = 0;
   ASSERT_EQ(waitpid(waited, &status, 0), waited);
