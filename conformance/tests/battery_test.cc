@@ -238,6 +238,23 @@ TEST_F(PodmanPeer, runs_the_shell_cases_on_a_local_image_and_holds_the_limits_it
   ExpectTheMappedLimitsHold(run);
 }
 
+// podman with smolbox as its OCI runtime (conformance/profiles/podman-smolbox.json): every case
+// that runs passes, as on smolbox's own ns sandbox. The egress cases skip: podman's network
+// namespace and smolbox's egress policy do not combine.
+class PodmanWithSmolbox : public PodmanPeer {};
+
+TEST_F(PodmanWithSmolbox, every_case_passes_through_podman_with_smolbox_as_its_runtime) {
+  auto run = RunCheck({"run", "--sandbox", "podman-smolbox", "--var", "image=" + image(), "--var",
+                       "smolbox_oci=" + smolbox::testing::SmolboxPath() + "-oci", "-j", "2", "--json"});
+  ASSERT_TRUE(run.report.is_object()) << run.err;
+  EXPECT_EQ(run.exit_code, 0) << Failures(run.report);
+  const nlohmann::json& summary = run.report["summary"];
+  EXPECT_EQ(summary["fail"], 0) << Failures(run.report);
+  EXPECT_EQ(summary["error"], 0) << Failures(run.report);
+  EXPECT_GE(summary["pass"].get<int>(), 190) << Failures(run.report);
+  EXPECT_EQ(summary["skip"], summary["by_category"]["egress"]["skip"]) << "only egress skips";
+}
+
 // podman as an unprivileged uid: the profile's setup loads the archive into that uid's storage
 // under a directory of its own, and the teardown removes it with what podman left running.
 class PodmanRootlessPeer : public LocalImagePeer {

@@ -115,7 +115,7 @@ TEST(LoadProfile, parses_every_shipped_profile) {
     EXPECT_FALSE(profile && profile->description.empty()) << entry.path();
     ++count;
   }
-  EXPECT_EQ(count, 11u);
+  EXPECT_EQ(count, 12u);
 }
 
 TEST(LoadProfile, loads_null_with_host_paths_and_every_limit_unsupported) {
