@@ -255,6 +255,23 @@ TEST_F(PodmanWithSmolbox, every_case_passes_through_podman_with_smolbox_as_its_r
   EXPECT_EQ(summary["skip"], summary["by_category"]["egress"]["skip"]) << "only egress skips";
 }
 
+// The same on the vm backend, under emulation here, for the cases that ask most of the guest's
+// isolation (privilege) and that see the engine's files in its root (the mounts): the whole
+// battery takes 10 min under emulation, which docs/oci.md quotes.
+class PodmanWithSmolboxInVm : public PodmanPeer {};
+
+TEST_F(PodmanWithSmolboxInVm, every_privilege_and_mounts_case_passes_with_the_container_in_a_guest) {
+  auto run = RunCheck({"run", "--sandbox", "podman-smolbox", "--var", "image=" + image(), "--var",
+                       "smolbox_oci=" + smolbox::testing::SmolboxPath() + "-oci", "--var", "backend=vm",
+                       "--var", "accel=tcg", "--filter", "privilege.*", "--filter", "info.mounts.*", "-j", "2",
+                       "--json"});
+  ASSERT_TRUE(run.report.is_object()) << run.err;
+  EXPECT_EQ(run.exit_code, 0) << Failures(run.report);
+  const nlohmann::json& summary = run.report["summary"];
+  EXPECT_GE(summary["total"].get<int>(), 25);
+  EXPECT_EQ(summary["pass"], summary["total"]) << Failures(run.report);
+}
+
 // podman as an unprivileged uid: the profile's setup loads the archive into that uid's storage
 // under a directory of its own, and the teardown removes it with what podman left running.
 class PodmanRootlessPeer : public LocalImagePeer {

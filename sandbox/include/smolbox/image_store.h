@@ -92,5 +92,8 @@ namespace smolbox::image {
 // boot snapshot, keyed by the disk, is made once per image. Nothing when rootfs is not the tree
 // of an image in the default store.
 Expected<std::optional<std::string>> ErofsOfStoreImage(const std::string& rootfs);
+// An erofs disk of tree at out (0644, for QEMU's uid), with the owners the tree has: an OCI
+// engine's rootfs, whose ids are the container's.
+Expected<void> MakeErofsDisk(const std::string& out, const std::string& tree);
 
 }  // namespace smolbox::image

@@ -119,6 +119,9 @@ struct SandboxSpec {
   bool map_image_ids = false;
   std::string attach_socket;
   std::map<std::string, std::string> root_files;
+  // vm only: an erofs disk of the image directory, made by the caller, which the guest mounts
+  // as the image (the OCI runtime makes one of a bundle's rootfs). Empty: a store image's own.
+  std::string image_disk;
   // vm backend: restore the guest from a boot snapshot instead of booting it, making the
   // snapshot on the first run (docs/guest.md, "Boot snapshot"). false: always a clean boot.
   bool vm_snapshot = true;

@@ -2,6 +2,7 @@
 
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <fmt/format.h>
 
@@ -54,6 +55,8 @@ Expected<WorkloadCgroup> SetUpGuestRun(const GuestSetup& setup) {
   plan.gid = setup.gid;
   if (setup.image_root) plan.image = kImageRoot;
   plan.ca_bundle = setup.ca_bundle;
+  plan.writable_root_mib = setup.writable_root_mib;
+  plan.files = setup.root_files;
   for (const auto& v : setup.volumes) {
     confine::VolumeBind bind{v.target, v.read_only, "", -1, v.storage_dir};
     if (v.read_only) {
@@ -67,6 +70,10 @@ Expected<WorkloadCgroup> SetUpGuestRun(const GuestSetup& setup) {
   if (setup.egress) {
     plan.resolver = confine::kEgressResolver;
     SMOLBOX_TRY(StartGuestEgress());
+  }
+  // A container's own name, before the workload's UTS namespace copies it.
+  if (sethostname(setup.hostname.data(), setup.hostname.size()) != 0) {
+    return std::unexpected(Error::Sys("sethostname"));
   }
   // The cgroup, the 9p shares and egress need the guest kernel's root; nothing after this does.
   SMOLBOX_TRY(EnterWorkloadNamespaces());

@@ -11,9 +11,15 @@ namespace smolbox {
 
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(GuestVolume, target, read_only, tag, storage_dir)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(GuestSetup, volumes, workdir, uid, gid, memory_bytes, pids, cpus,
-                                   egress, image_root, ca_bundle)
+                                   egress, image_root, ca_bundle, hostname, writable_root_mib,
+                                   root_files)
 // The seed is the message's tail, not a field.
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(GuestRestore, realtime_sec, realtime_nsec, hostname)
+
+namespace {
+// Linux's HOST_NAME_MAX.
+constexpr size_t kMaxHostnameBytes = 64;
+}  // namespace
 
 channel::Message EncodeGuestSetup(const GuestSetup& setup) {
   nlohmann::json header = setup;
@@ -28,7 +34,8 @@ channel::Message EncodeGuestSetup(const GuestSetup& setup) {
 Expected<GuestSetup> DecodeGuestSetup(const channel::Message& m) {
   if (m.Type() != "setup") return std::unexpected(Error{"channel", "expected a setup message", 0});
   // One volume, to give the kind of each.
-  static const MessageShape shape(GuestSetup{.volumes = {GuestVolume{}}});
+  static const MessageShape shape(
+      GuestSetup{.volumes = {GuestVolume{}}, .root_files = {{"", ""}}});
 #ifdef SMOLBOX_MUTANTS
   nlohmann::json header = m.header;
   SMOLBOX_TRY(mutant::TakeDisabledFrom(header));
@@ -42,6 +49,15 @@ Expected<GuestSetup> DecodeGuestSetup(const channel::Message& m) {
     return std::unexpected(
         Error{"setup message",
               fmt::format("cpus must be from 0 to {} (got {})", kMaxCpus, setup.cpus), 0});
+  }
+  if (setup.hostname.empty() || setup.hostname.size() > kMaxHostnameBytes) {
+    return std::unexpected(Error{"setup message", "the hostname must be 1 to 64 bytes", 0});
+  }
+  if (setup.writable_root_mib < 0 || setup.writable_root_mib > kMaxStorageMiB) {
+    return std::unexpected(Error{"setup message", "writable_root_mib is out of range", 0});
+  }
+  if (setup.root_files.size() > kMaxRootFiles) {
+    return std::unexpected(Error{"setup message", "too many root files", 0});
   }
   if (auto bundle = CheckCaBundle(setup.ca_bundle); !bundle) {
     return std::unexpected(Error{"setup message", bundle.error().ToString(), 0});

@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -58,6 +59,11 @@ struct GuestSetup {
   bool image_root = false;
   // PEM certificates for the workload's trust store (SandboxSpec::ca_bundle); empty: none.
   std::string ca_bundle{};
+  // An OCI container's (SandboxSpec::hostname, writable_root, root_files): the guest's hostname,
+  // the MiB an image's root takes writes in (0: read-only), and files written into that root.
+  std::string hostname = kGuestHostname;
+  int64_t writable_root_mib = 0;
+  std::map<std::string, std::string> root_files{};
 };
 
 channel::Message EncodeGuestSetup(const GuestSetup& setup);

@@ -17,9 +17,10 @@ extern char** environ;
 namespace smolbox::image {
 namespace {
 
-Expected<void> RunMkfsErofs(const std::string& out, const std::string& tree) {
-  // --all-root: the guest sees the tree as root's, whoever imported it; its modes still hold.
-  std::vector<std::string> args = {"mkfs.erofs", "--quiet", "--all-root", out, tree};
+// all_root: the guest sees the tree as root's, whoever imported it; its modes still hold.
+Expected<void> RunMkfsErofs(const std::string& out, const std::string& tree, bool all_root) {
+  std::vector<std::string> args = {"mkfs.erofs", "--quiet", out, tree};
+  if (all_root) args.insert(args.begin() + 2, "--all-root");
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
@@ -51,7 +52,7 @@ Expected<std::optional<std::string>> ErofsOfStoreImage(const std::string& rootfs
   // Made aside and renamed: two runs at once each make one, and either is whole.
   std::random_device rd;
   std::string temp = fmt::format("{}/.rootfs.erofs.{:08x}", dir, rd());
-  auto made = RunMkfsErofs(temp, rootfs);
+  auto made = RunMkfsErofs(temp, rootfs, true);
   // QEMU opens it as its own unprivileged uid.
   if (!made || chmod(temp.c_str(), 0644) != 0 || rename(temp.c_str(), disk.c_str()) != 0) {
     unlink(temp.c_str());
@@ -59,6 +60,12 @@ Expected<std::optional<std::string>> ErofsOfStoreImage(const std::string& rootfs
     return std::unexpected(Error::Sys("install " + disk));
   }
   return disk;
+}
+
+Expected<void> MakeErofsDisk(const std::string& out, const std::string& tree) {
+  SMOLBOX_TRY(RunMkfsErofs(out, tree, false));
+  if (chmod(out.c_str(), 0644) != 0) return std::unexpected(Error::Sys("chmod " + out));
+  return {};
 }
 
 }  // namespace smolbox::image

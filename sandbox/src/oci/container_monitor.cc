@@ -16,6 +16,7 @@
 #include "net.h"
 #include "process_io.h"
 #include "smolbox/backend.h"
+#include "smolbox/image_store.h"
 #include "state.h"
 #include "unique_fd.h"
 
@@ -84,7 +85,15 @@ void RunMonitor(MonitorPlan plan) {
   state.pid = getpid();
   state.pid_start = shared::ProcessStartTime(state.pid).value_or(0);
   if (auto network = PrepareNetwork(plan, state); !network) Fail(plan, network.error());
-  plan.container.run.sandbox.attach_socket = plan.dir.attach_socket();
+  SandboxSpec& sandbox = plan.container.run.sandbox;
+  if (sandbox.backend == BackendKind::kVm) {
+    // The guest mounts its image as a disk: one of the bundle's rootfs, the container's own.
+    sandbox.image_disk = plan.dir.path() + "/rootfs.erofs";
+    if (auto made = image::MakeErofsDisk(sandbox.image_disk, sandbox.image); !made)
+      Fail(plan, made.error());
+  } else {
+    sandbox.attach_socket = plan.dir.attach_socket();
+  }
   auto backend = MakeBackend(plan.container.run.sandbox.backend);
   if (!backend) Fail(plan, backend.error());
   RunResult setup;

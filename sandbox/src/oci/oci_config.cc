@@ -508,6 +508,10 @@ Expected<void> ParseAnnotations(const json& annotations, BackendKind backend, Oc
       SMOLBOX_ASSIGN_OR_RETURN(
           out.run.exec.limits.timeout_ms,
           AnnotationInteger(annotations, kTimeoutAnnotation, 1, kMaxTimeoutMs));
+    } else if (key == kAccelAnnotation) {
+      auto accel = ParseAccel(value.get<std::string>());
+      if (!accel) return Fail(field, "must be \"kvm\", \"tcg\" or \"auto\"");
+      out.run.sandbox.accel = *accel;
     } else if (key == kCpuTimeAnnotation) {
       SMOLBOX_ASSIGN_OR_RETURN(
           out.run.exec.limits.cpu_ms,
@@ -516,8 +520,8 @@ Expected<void> ParseAnnotations(const json& annotations, BackendKind backend, Oc
       SMOLBOX_TRY(ParseEgressAnnotation(value, out));
     } else {
       return Fail(field,
-                  "is not a smolbox annotation (io.smolbox.backend, storage-mib, output-bytes, "
-                  "timeout-ms, cpu-ms, egress)");
+                  "is not a smolbox annotation (io.smolbox.backend, accel, storage-mib, "
+                  "output-bytes, timeout-ms, cpu-ms, egress)");
     }
   }
   return {};
@@ -584,6 +588,11 @@ Expected<OciContainer> ParseOciConfig(const std::string& text, const std::string
   SMOLBOX_ASSIGN_OR_RETURN(auto annotations,
                            Member(config, "annotations", "", json::value_t::object));
   SMOLBOX_TRY(ParseAnnotations(annotations ? *annotations : json::object(), backend, out));
+  if (out.run.sandbox.backend == BackendKind::kVm && !out.run.sandbox.network_namespace.empty()) {
+    Replaced(out, "linux.namespaces network path",
+             "a microVM's guest has no network but smolbox's egress");
+    out.run.sandbox.network_namespace.clear();
+  }
   out.own_network_namespace = !out.hooks.empty() && out.run.sandbox.network_namespace.empty() &&
                               ListsNetworkNamespace(config);
   if ((out.own_network_namespace || !out.run.sandbox.network_namespace.empty()) &&

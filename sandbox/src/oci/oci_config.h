@@ -34,6 +34,8 @@ inline constexpr const char* kOutputAnnotation = "io.smolbox.output-bytes";  // 
 inline constexpr const char* kTimeoutAnnotation =
     "io.smolbox.timeout-ms";                                           // the process's wall time
 inline constexpr const char* kEgressAnnotation = "io.smolbox.egress";  // the spec's "egress" JSON
+// The vm backend's accelerator: kvm, tcg (emulation, slow) or auto (KVM when usable).
+inline constexpr const char* kAccelAnnotation = "io.smolbox.accel";
 // The process tree's CPU time in all, in ms: RLIMIT_CPU is per process and in whole seconds.
 inline constexpr const char* kCpuTimeAnnotation = "io.smolbox.cpu-ms";
 

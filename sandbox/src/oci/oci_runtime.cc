@@ -425,8 +425,9 @@ int Features() {
       {"annotations",
        {{"io.smolbox.backends", "ns,vm"},
         {"io.smolbox.annotations",
-         fmt::format("{},{},{},{},{},{}", kBackendAnnotation, kStorageAnnotation, kOutputAnnotation,
-                     kTimeoutAnnotation, kCpuTimeAnnotation, kEgressAnnotation)}}},
+         fmt::format("{},{},{},{},{},{},{}", kBackendAnnotation, kAccelAnnotation,
+                     kStorageAnnotation, kOutputAnnotation, kTimeoutAnnotation, kCpuTimeAnnotation,
+                     kEgressAnnotation)}}},
   };
   fmt::print("{}\n", features.dump(2));
   return 0;

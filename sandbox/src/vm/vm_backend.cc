@@ -237,6 +237,9 @@ GuestSetup MakeGuestSetup(const SandboxSpec& spec, const Vm& vm) {
   setup.egress = spec.egress.policy.Enabled();
   setup.image_root = spec.image != "host";
   setup.ca_bundle = spec.ca_bundle;
+  if (!spec.hostname.empty()) setup.hostname = spec.hostname;
+  if (spec.writable_root) setup.writable_root_mib = spec.limits.storage_mib;
+  setup.root_files = spec.root_files;
   for (size_t i = 0; i < vm.volumes.size(); ++i) {
     const auto& v = vm.volumes[i];
     setup.volumes.push_back(GuestVolume{v.mount->target, v.mount->read_only,
@@ -391,10 +394,14 @@ Expected<void> SetUpGuest(const SandboxSpec& spec, Vm& vm) {
 }
 
 // A store image replaces the host image as the guest's disk; the boot snapshot, keyed by the
-// disk, follows. A rootfs directory has no disk form.
+// disk, follows. A rootfs directory has no disk form of its own: its caller makes one
+// (SandboxSpec::image_disk), as the OCI runtime does of a bundle's rootfs.
 Expected<void> UseStoreImage(const SandboxSpec& spec, GuestArtifacts& guest) {
   if (spec.image == "host") return {};
-  SMOLBOX_ASSIGN_OR_RETURN(auto disk, image::ErofsOfStoreImage(spec.image));
+  std::optional<std::string> disk = spec.image_disk;
+  if (spec.image_disk.empty()) {
+    SMOLBOX_ASSIGN_OR_RETURN(disk, image::ErofsOfStoreImage(spec.image));
+  }
   if (!disk) {
     return std::unexpected(Error::Field("image", "the vm backend runs the host image or an image from the store "
                                                  "(smolbox image import); a rootfs directory runs on the ns backend only"));

@@ -107,6 +107,24 @@ TEST(OciConfig, the_cpu_time_annotation_bounds_the_whole_tree_in_ms_over_rlimit_
   EXPECT_EQ(parsed->run.exec.limits.cpu_ms, 1500);
 }
 
+// A guest has no network but smolbox's egress: the engine's namespace is not joined, and the log
+// says so.
+TEST(OciConfig, on_the_vm_backend_the_engines_network_is_not_the_guests_and_the_log_says_so) {
+  OciBundle bundle;
+  json config = bundle.config;
+  config["linux"]["namespaces"].push_back({{"type", "network"}, {"path", "/run/netns/cni-1"}});
+  config["annotations"] = {{"io.smolbox.backend", "vm"}, {"io.smolbox.accel", "tcg"}};
+  auto parsed = Parse(bundle, config);
+  ASSERT_TRUE(parsed) << parsed.error().ToString();
+  EXPECT_EQ(parsed->run.sandbox.backend, BackendKind::kVm);
+  EXPECT_EQ(parsed->run.sandbox.accel, Accel::kTcg);
+  EXPECT_EQ(parsed->run.sandbox.network_namespace, "");
+  bool noted = std::any_of(parsed->notes.begin(), parsed->notes.end(), [](const std::string& n) {
+    return n.starts_with("linux.namespaces network path");
+  });
+  EXPECT_TRUE(noted);
+}
+
 TEST(OciConfig, the_backend_comes_from_the_flag_or_the_annotation_and_they_must_agree) {
   OciBundle bundle;
   json config = bundle.config;
@@ -255,6 +273,11 @@ const Refusal kRefusals[] = {
        c["annotations"] = {{"io.smolbox.storage-mib", "99999999999"}};
      },
      "annotations.io.smolbox.storage-mib"},
+    {"an accelerator that is not one",
+     [](json& c) {
+       c["annotations"] = {{"io.smolbox.accel", "fast"}};
+     },
+     "annotations.io.smolbox.accel"},
     {"cpu time of zero",
      [](json& c) {
        c["annotations"] = {{"io.smolbox.cpu-ms", "0"}};

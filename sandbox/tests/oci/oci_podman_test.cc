@@ -94,6 +94,17 @@ TEST_F(OciPodman, runs_a_container_in_a_smolbox_sandbox_with_its_image_and_exit_
       << run.err;
 }
 
+// The vm backend through podman: the annotations ask for it, and the container runs in a guest
+// (under emulation here).
+TEST_F(OciPodman, an_annotation_runs_the_container_in_a_microvm) {
+  auto run =
+      podman_->Run({"--annotation", "io.smolbox.backend=vm", "--annotation", "io.smolbox.accel=tcg",
+                    "--memory", "256m", "--hostname", "vmbox"},
+                   {"/bin/sh", "-c", "grep -c rdinit=/init /proc/cmdline; hostname; exit 4"});
+  EXPECT_EQ(run.exit_code, 4) << run.err;
+  EXPECT_EQ(run.out, "1\nvmbox\n") << run.err;
+}
+
 TEST_F(OciPodman, the_engines_memory_pids_and_network_options_hold) {
   auto memory = podman_->Run(
       {"--memory", "32m"},

@@ -544,6 +544,54 @@ TEST(OciRuntime, a_bad_exec_is_an_error_naming_the_field) {
   EXPECT_EQ(runtime.Call({"delete", "--force", "e3"}).exit_code, 0);
 }
 
+// The vm backend, as the annotations ask for it (emulation here, where there is no KVM): the
+// container's process runs in a guest, with the config's hostname, the engine's files in its
+// root, smolbox's confinement and its exit code.
+TEST(OciVm, a_container_runs_in_a_guest_with_its_hostname_files_and_exit_code) {
+  OciRuntime runtime;
+  OciBundle bundle;
+  WriteFile(runtime.file("hosts"), "127.0.0.1 localhost guest-hosts\n");
+  bundle.config["mounts"].push_back({{"destination", "/etc/hosts"},
+                                     {"type", "bind"},
+                                     {"source", runtime.file("hosts")},
+                                     {"options", {"bind", "ro"}}});
+  bundle.config["hostname"] = "vmbox";
+  bundle.config["annotations"] = {{"io.smolbox.backend", "vm"}, {"io.smolbox.accel", "tcg"}};
+  bundle.config["process"]["args"] = {
+      "/bin/sh", "-c",
+      "grep -c rdinit=/init /proc/cmdline; hostname; cat /etc/hosts; grep -E "
+      "'^(CapEff|NoNewPrivs|Seccomp):' /proc/self/status | tr -s '\\t' ' '; exit 6"};
+  bundle.Save();
+  std::string out = runtime.file("vm.out");
+  auto run = runtime.Call({"run", "--bundle", bundle.path(), "v1"}, out);
+  EXPECT_EQ(run.exit_code, 6) << run.err;
+  // The guest kernel's command line, not the host's.
+  EXPECT_EQ(ReadFile(out),
+            "1\nvmbox\n127.0.0.1 localhost guest-hosts\nCapEff: 0000000000000000\nNoNewPrivs: "
+            "1\nSeccomp: 2\n");
+  EXPECT_FALSE(std::filesystem::exists(runtime.root() + "/v1"));
+}
+
+TEST(OciVm, exec_into_a_guest_is_refused_naming_why_and_the_container_goes_on) {
+  OciRuntime runtime;
+  OciBundle bundle;
+  std::string token = RandomToken();
+  bundle.config["annotations"] = {{"io.smolbox.backend", "vm"}, {"io.smolbox.accel", "tcg"}};
+  bundle.config["process"]["args"] = {"/bin/sh", "-c", "echo main-started; sleep 600; :", token};
+  bundle.Save();
+  std::string out = runtime.file("main.out");
+  ASSERT_EQ(runtime.Call({"create", "--bundle", bundle.path(), "v2"}, out).exit_code, 0);
+  ASSERT_EQ(runtime.Call({"start", "v2"}).exit_code, 0);
+  ASSERT_TRUE(
+      WaitUntil([&] { return ReadFile(out) == "main-started\n"; }, std::chrono::seconds(60)));
+  auto exec = runtime.Call({"exec", "v2", "/bin/true"});
+  EXPECT_EQ(exec.exit_code, 1);
+  EXPECT_NE(exec.err.find("the vm backend does not take a second process yet"), std::string::npos)
+      << exec.err;
+  EXPECT_EQ(runtime.State("v2")["status"], "running");
+  EXPECT_EQ(runtime.Call({"delete", "--force", "v2"}).exit_code, 0);
+}
+
 TEST(OciRuntime, features_says_what_it_reads) {
   OciRuntime runtime;
   std::string out = runtime.file("features.out");

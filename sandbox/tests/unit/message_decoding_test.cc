@@ -75,6 +75,9 @@ GuestSetup SomeSetup() {
   s.memory_bytes = 1 << 29;
   s.pids = 64;
   s.cpus = 0.5;
+  s.hostname = "vmbox";
+  s.writable_root_mib = 16;
+  s.root_files = {{"/etc/hosts", "127.0.0.1 localhost\n"}};
   return s;
 }
 
@@ -266,6 +269,8 @@ TEST(DecodeMessage, keeps_each_decoders_own_checks) {
       {"exec message", "/argv", json::array(), "exec message: argv is empty"},
       {"exit message", "/status", "finished", R"(exit message: unknown status "finished")"},
       {"setup message", "/cpus", -0.5, "setup message: cpus must be from 0 to 1024 (got -0.5)"},
+      {"setup message", "/hostname", std::string(65, 'h'),
+       "setup message: the hostname must be 1 to 64 bytes"},
       {"result", "/status", "finished", R"(result: unknown status "finished")"},
   });
   GuestRestore short_seed = SomeRestore();
@@ -357,10 +362,11 @@ TEST(EncodeMessages, keep_the_wire_format) {
             R"("peak_memory_bytes":5000000,"signal":9,"status":"memory_limit",)"
             R"("stderr_truncated":false,"stdout_truncated":true,"type":"exit","wall_ms":1000})");
   EXPECT_EQ(EncodeGuestSetup(SomeSetup()).header.dump(),
-            R"({"ca_bundle":"","cpus":0.5,"egress":false,"gid":1000,"image_root":false,"memory_bytes":536870912,"pids":64,"type":"setup",)"
+            R"({"ca_bundle":"","cpus":0.5,"egress":false,"gid":1000,"hostname":"vmbox","image_root":false,"memory_bytes":536870912,"pids":64,)"
+            R"("root_files":{"/etc/hosts":"127.0.0.1 localhost\n"},"type":"setup",)"
             R"("uid":1000,"volumes":[{"read_only":true,"storage_dir":"","tag":"vol0",)"
             R"("target":"/in"},{"read_only":false,"storage_dir":"volumes/1","tag":"",)"
-            R"("target":"/out"}],"workdir":"/work"})");
+            R"("target":"/out"}],"workdir":"/work","writable_root_mib":16})");
   channel::Message restore = EncodeGuestRestore(SomeRestore());
   EXPECT_EQ(restore.header.dump(),
             R"({"hostname":"box","realtime_nsec":123456789,"realtime_sec":1700000000,)"
