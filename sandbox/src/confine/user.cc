@@ -8,6 +8,8 @@
 
 #include <fmt/format.h>
 
+#include "host_root.h"
+
 namespace smolbox::confine {
 namespace {
 
@@ -39,7 +41,7 @@ Identity MappedIdentity(const WorkloadUser& user, uid_t base) {
 }
 
 Identity PlanIdentity(const WorkloadUser& user) {
-  if (geteuid() == 0) return MappedIdentity(user, kHostIdBase);
+  if (IsHostRoot()) return MappedIdentity(user, kHostIdBase);
   Identity id;
   id.uid = user.uid;
   id.gid = user.gid;

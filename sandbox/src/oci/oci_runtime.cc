@@ -20,6 +20,7 @@
 
 #include "container_monitor.h"
 #include "exec_monitor.h"
+#include "host_root.h"
 #include "oci_config.h"
 #include "oci_hooks.h"
 #include "oci_state.h"
@@ -200,7 +201,7 @@ Expected<pid_t> CreateContainer(const GlobalOptions& global, const CreateOptions
   SMOLBOX_ASSIGN_OR_RETURN(auto container, ParseOciConfig(text, bundle, global.backend));
   // An engine's rootfs is owned by host ids as the engine unpacked it; a root runtime shows them
   // to the sandbox as its own (rootless, the engine's user owns them and is mapped already).
-  container.run.sandbox.map_image_ids = geteuid() == 0;
+  container.run.sandbox.map_image_ids = IsHostRoot();
   for (const auto& note : container.notes) Log(global, "warning", note);
   ContainerDir dir = ContainerDir::At(RootOf(global), options.id);
   if (dir.Exists()) SweepIfStale(dir);

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "host_root.h"
 #include "json_bounds.h"
 #include "owned_dir.h"
 #include "state.h"
@@ -33,7 +34,7 @@ Expected<ContainerStatus> ParseStatus(const std::string& name) {
 std::string ToString(ContainerStatus status) { return kStatusNames[static_cast<int>(status)]; }
 
 std::string DefaultRoot() {
-  if (geteuid() == 0) return "/run/smolbox-oci";
+  if (IsHostRoot()) return "/run/smolbox-oci";
   const char* runtime_dir = getenv("XDG_RUNTIME_DIR");
   return fmt::format("{}/smolbox-oci", runtime_dir && *runtime_dir
                                            ? runtime_dir

@@ -20,6 +20,7 @@
 #include <fmt/format.h>
 
 #include "cgroup_hierarchies.h"
+#include "host_root.h"
 #include "mutant.h"
 
 namespace smolbox::shared {
@@ -75,12 +76,13 @@ std::optional<std::string> V2Base(const Hierarchies& h, const std::vector<std::s
   if (!h.v2_mount) return std::nullopt;
   std::string top = *h.v2_mount;
   std::string available = ReadFile(top + "/cgroup.controllers");
-  std::string base = geteuid() == 0 ? top + "/smolbox" : top + h.v2_self;
-  if (geteuid() == 0 && mkdir(base.c_str(), 0755) != 0 && errno != EEXIST) return std::nullopt;
+  bool host_root = IsHostRoot();
+  std::string base = host_root ? top + "/smolbox" : top + h.v2_self;
+  if (host_root && mkdir(base.c_str(), 0755) != 0 && errno != EEXIST) return std::nullopt;
   if (access((base + "/cgroup.subtree_control").c_str(), W_OK) != 0) return std::nullopt;
   for (const auto& c : wanted) {
     if (!HasWord(available, c)) continue;
-    if (geteuid() == 0) WriteFile(top + "/cgroup.subtree_control", "+" + c);
+    if (host_root) WriteFile(top + "/cgroup.subtree_control", "+" + c);
     WriteFile(base + "/cgroup.subtree_control", "+" + c);
   }
   return base;

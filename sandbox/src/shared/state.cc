@@ -15,6 +15,7 @@
 #include <fmt/format.h>
 
 #include "cgroup.h"
+#include "host_root.h"
 #include "owned_dir.h"
 
 namespace smolbox::shared {
@@ -75,7 +76,7 @@ bool OwnerAlive(const std::string& run_path) {
 
 Expected<std::string> StateRoot() {
   std::string root;
-  if (geteuid() == 0) {
+  if (IsHostRoot()) {
     root = "/run/smolbox";
   } else if (const char* xdg = getenv("XDG_RUNTIME_DIR"); xdg && *xdg == '/') {
     root = std::string(xdg) + "/smolbox";

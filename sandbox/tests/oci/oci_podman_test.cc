@@ -1,7 +1,11 @@
-// Real podman (rootful) running containers through smolbox-oci: `podman run --runtime`, on a
-// busybox image imported into a podman store of the test's own.
+// Real podman running containers through smolbox-oci: `podman run --runtime`, on a busybox image
+// imported into a podman store of the test's own, rootful and as an unprivileged uid.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -163,6 +167,99 @@ TEST_F(OciPodman, exec_runs_beside_the_containers_process_with_its_confinement_a
   EXPECT_EQ(tty.out, "on-a-tty\r\n");
   EXPECT_GT(CountProcessesWith(token), 0) << "the container's process goes on";
   EXPECT_EQ(podman_->Call({"rm", "--force", "--time", "0", "e1"}).exit_code, 0);
+  EXPECT_TRUE(WaitUntil([&] { return CountProcessesWith(token) == 0; }, std::chrono::seconds(30)));
+}
+
+// podman as an unprivileged host uid, as a user without root runs it: its runtime runs as root
+// of podman's user namespace, which maps that uid alone, and smolbox-oci takes its rootless paths
+// there (a sandbox that maps the one id, storage in a size-capped tmpfs, no idmapped rootfs).
+class RootlessPodman {
+ public:
+  static constexpr const char* kUid = "65021";  // none of the machine's, and not the battery's
+
+  RootlessPodman() {
+    // podman refuses a runroot (DIR/run/s) over 50 characters.
+    std::filesystem::create_directories(dir_);
+    chmod(dir_.c_str(), 0711);
+    for (const char* sub : {"/home", "/run"}) {
+      std::string path = dir_ + sub;
+      mkdir(path.c_str(), 0700);
+      chown(path.c_str(), 65021, 65021);
+    }
+    OciBundle bundle;
+    std::string tar = dir_ + "/home/rootfs.tar";
+    imported_ = RunProgram({"tar", "-C", bundle.rootfs(), "-cf", tar, "."}).exit_code == 0 &&
+                chown(tar.c_str(), 65021, 65021) == 0 &&
+                Call({"import", tar, kImage}).exit_code == 0;
+  }
+  ~RootlessPodman() {
+    Call({"rm", "--all", "--force", "--time", "0"});
+    // The uid's pause process holds podman's user namespace; the uid is this test's alone.
+    RunProgram({"pkill", "-KILL", "-u", kUid});
+    std::filesystem::remove_all(dir_);
+  }
+
+  bool imported() const { return imported_; }
+
+  ProgramRun Call(const std::vector<std::string>& args) const {
+    std::vector<std::string> argv = {"setpriv",
+                                     "--reuid",
+                                     kUid,
+                                     "--regid",
+                                     kUid,
+                                     "--clear-groups",
+                                     "env",
+                                     "-i",
+                                     "PATH=/usr/bin:/bin",
+                                     "HOME=" + dir_ + "/home",
+                                     "XDG_RUNTIME_DIR=" + dir_ + "/run",
+                                     "podman",
+                                     "--root",
+                                     dir_ + "/home/storage",
+                                     "--runroot",
+                                     dir_ + "/run/s",
+                                     "--storage-driver",
+                                     "vfs",
+                                     "--storage-opt",
+                                     "vfs.ignore_chown_errors=true",
+                                     "--cgroup-manager",
+                                     "cgroupfs",
+                                     "--runtime",
+                                     SmolboxPath() + "-oci"};
+    argv.insert(argv.end(), args.begin(), args.end());
+    return RunProgram(argv);
+  }
+
+  static constexpr const char* kImage = "localhost/smolbox-oci-busybox:rootless";
+
+ private:
+  std::string dir_ = fmt::format("/run/smolbox-oci-rl-{}", getpid());
+  bool imported_ = false;
+};
+
+TEST(OciRootlessPodman, runs_and_execs_with_smolboxs_confinement_as_an_unprivileged_uid) {
+  if (!OnPath("podman") || !OnPath("setpriv")) GTEST_SKIP() << "podman is not installed";
+  RootlessPodman podman;
+  ASSERT_TRUE(podman.imported()) << "podman import as uid " << RootlessPodman::kUid << " failed";
+  auto run =
+      podman.Call({"run", "--rm", "--network", "none", RootlessPodman::kImage, "/bin/sh", "-c",
+                   "grep -E '^(CapEff|NoNewPrivs|Seccomp):' /proc/self/status | tr -s '\\t' ' '; "
+                   "tr -s ' ' < /proc/self/uid_map; exit 3"});
+  EXPECT_EQ(run.exit_code, 3) << run.err;
+  // The sandbox maps one id: root of the container is root of podman's namespace, which is the
+  // unprivileged uid on the host.
+  EXPECT_EQ(run.out, "CapEff: 0000000000000000\nNoNewPrivs: 1\nSeccomp: 2\n 0 0 1\n") << run.err;
+  std::string token = RandomToken();
+  ASSERT_EQ(podman
+                .Call({"run", "-d", "--name", "r1", "--network", "none", RootlessPodman::kImage,
+                       "/bin/sh", "-c", "sleep 600; :", token})
+                .exit_code,
+            0);
+  EXPECT_TRUE(WaitUntil([&] { return CountProcessesWith(token) > 0; }, std::chrono::seconds(30)));
+  auto exec = podman.Call({"exec", "r1", "/bin/sh", "-c", "echo in-exec; exit 5"});
+  EXPECT_EQ(exec.exit_code, 5) << exec.err;
+  EXPECT_EQ(exec.out, "in-exec\n");
+  EXPECT_EQ(podman.Call({"rm", "--force", "--time", "0", "r1"}).exit_code, 0);
   EXPECT_TRUE(WaitUntil([&] { return CountProcessesWith(token) == 0; }, std::chrono::seconds(30)));
 }
 
