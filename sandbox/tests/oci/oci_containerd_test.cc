@@ -95,5 +95,28 @@ TEST_F(OciContainerd, ctrs_memory_limit_holds) {
   EXPECT_EQ(memory.exit_code, 137) << memory.out << memory.err;
 }
 
+TEST_F(OciContainerd, ctr_tasks_exec_runs_beside_the_containers_process) {
+  std::string token = RandomToken();
+  auto started = containerd_->Call(
+      {"run", "-d", "--runtime", "io.containerd.runc.v2", "--runc-binary", SmolboxPath() + "-oci",
+       "--rootfs", bundle_.rootfs(), "c3", "/bin/sh", "-c", "sleep 600; :", token});
+  ASSERT_EQ(started.exit_code, 0) << started.err;
+  EXPECT_TRUE(WaitUntil([&] { return CountProcessesWith(token) > 0; }, std::chrono::seconds(30)));
+  auto exec = containerd_->Call({"tasks", "exec", "--exec-id", "x1", "c3", "/bin/sh", "-c",
+                                 "grep -E '^NoNewPrivs:' /proc/self/status | tr -s '\\t' ' '; "
+                                 "exit 4"});
+  EXPECT_EQ(exec.exit_code, 4) << exec.err;
+  EXPECT_EQ(exec.out, "NoNewPrivs: 1\n") << exec.err;
+  EXPECT_GT(CountProcessesWith(token), 0) << "the container's process goes on";
+  EXPECT_EQ(containerd_->Call({"tasks", "kill", "--signal", "SIGKILL", "c3"}).exit_code, 0);
+  EXPECT_TRUE(WaitUntil([&] { return CountProcessesWith(token) == 0; }, std::chrono::seconds(30)));
+  EXPECT_TRUE(WaitUntil(
+      [&] {
+        return containerd_->Call({"tasks", "delete", "c3"}).exit_code == 0;
+      },
+      std::chrono::seconds(30)));
+  EXPECT_EQ(containerd_->Call({"containers", "delete", "c3"}).exit_code, 0);
+}
+
 }  // namespace
 }  // namespace smolbox::testing
