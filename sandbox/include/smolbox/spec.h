@@ -119,6 +119,8 @@ struct SandboxSpec {
   bool map_image_ids = false;
   std::string attach_socket;
   std::map<std::string, std::string> root_files;
+  // ns only: the CPU's relative weight (linux.resources.cpu.shares, 2 to 262144); 0: the default.
+  int64_t cpu_shares = 0;
   // vm only: an erofs disk of the image directory, made by the caller, which the guest mounts
   // as the image (the OCI runtime makes one of a bundle's rootfs). Empty: a store image's own.
   std::string image_disk;

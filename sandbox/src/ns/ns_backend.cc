@@ -265,7 +265,7 @@ Expected<void> Prepare(const SandboxSpec& spec, Sandbox& box, RunResult& result)
   box.dir.emplace(std::move(*dir));
   // One more pid than asked: the agent itself lives in the cgroup.
   box.cgroup.emplace(Cgroup::Create(box.dir->id(), {spec.limits.memory_mib << 20, spec.limits.cpus,
-                                                    spec.limits.pids + 1}));
+                                                    spec.limits.pids + 1, spec.cpu_shares}));
   if (!box.identity.rootless) {
     SMOLBOX_TRY(shared::EnterPrivateMountNamespace());
     if (spec.map_image_ids) {

@@ -362,9 +362,13 @@ Expected<void> ParseResources(const json& resources, OciContainer& out) {
       return Fail(std::string("linux.resources.cpu.") + key, "is not supported by smolbox");
     }
   }
-  if (cpu.contains("shares"))
-    Replaced(out, "linux.resources.cpu.shares",
-             "the CPU quota (cpus) is what smolbox holds the sandbox to");
+  SMOLBOX_ASSIGN_OR_RETURN(auto shares, OptionalInteger(cpu, "shares", "linux.resources.cpu."));
+  if (shares && *shares != 0) {
+    if (*shares < 2 || *shares > 262144)
+      return Fail("linux.resources.cpu.shares",
+                  fmt::format("must be 2 to 262144 (got {})", *shares));
+    out.run.sandbox.cpu_shares = *shares;
+  }
   if (resources.contains("devices"))
     Replaced(out, "linux.resources.devices",
              "smolbox's /dev holds only null, zero, full, random, urandom, tty and its own pts");
@@ -588,6 +592,10 @@ Expected<OciContainer> ParseOciConfig(const std::string& text, const std::string
   SMOLBOX_ASSIGN_OR_RETURN(auto annotations,
                            Member(config, "annotations", "", json::value_t::object));
   SMOLBOX_TRY(ParseAnnotations(annotations ? *annotations : json::object(), backend, out));
+  if (out.run.sandbox.backend == BackendKind::kVm && out.run.sandbox.cpu_shares != 0) {
+    Replaced(out, "linux.resources.cpu.shares", "a microVM's vCPUs and CPU quota hold it instead");
+    out.run.sandbox.cpu_shares = 0;
+  }
   if (out.run.sandbox.backend == BackendKind::kVm && !out.run.sandbox.network_namespace.empty()) {
     Replaced(out, "linux.namespaces network path",
              "a microVM's guest has no network but smolbox's egress");

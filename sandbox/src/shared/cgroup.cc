@@ -247,6 +247,12 @@ void Cgroup::ApplyLimits(const CgroupLimits& limits) {
     WriteFile(cpu_->path + "/cpu.cfs_period_us", std::to_string(kCpuPeriodUs));
     if (!WriteFile(cpu_->path + "/cpu.cfs_quota_us", std::to_string(quota))) fail("cpu.cfs_quota_us");
   }
+  if (cpu && limits.cpu_shares > 0 && cpu_->version == 2) {
+    int64_t weight = 1 + ((limits.cpu_shares - 2) * 9999) / 262142;
+    if (!WriteFile(cpu_->path + "/cpu.weight", std::to_string(weight))) fail("cpu.weight");
+  } else if (cpu && limits.cpu_shares > 0) {
+    if (!WriteFile(cpu_->path + "/cpu.shares", std::to_string(limits.cpu_shares))) fail("cpu.shares");
+  }
   if (pids && !WriteFile(pids_->path + "/pids.max", std::to_string(limits.pids))) fail("pids.max");
 }
 

@@ -29,6 +29,9 @@ struct CgroupLimits {
   int64_t memory_bytes = 0;
   double cpus = 0;
   int64_t pids = 0;
+  // The CPU's relative weight against other cgroups, as v1's cpu.shares (2 to 262144; v2's
+  // cpu.weight is converted as runc does); 0 leaves the kernel's default.
+  int64_t cpu_shares = 0;
 };
 
 // A new child's cheap way into a run's cgroup, opened by the parent before the clone.

@@ -38,7 +38,7 @@ TEST(OciConfig, maps_the_process_root_and_limits_onto_the_sandbox) {
   config["hostname"] = "web-1";
   config["linux"]["resources"] = {{"memory", {{"limit", 64 << 20}}},
                                   {"pids", {{"limit", 50}}},
-                                  {"cpu", {{"quota", 50000}, {"period", 100000}}}};
+                                  {"cpu", {{"quota", 50000}, {"period", 100000}, {"shares", 512}}}};
   config["mounts"].push_back({{"destination", "/data"},
                               {"type", "bind"},
                               {"source", bundle.rootfs() + "/bin"},
@@ -65,6 +65,7 @@ TEST(OciConfig, maps_the_process_root_and_limits_onto_the_sandbox) {
   EXPECT_EQ(run.sandbox.limits.memory_mib, 64);
   EXPECT_EQ(run.sandbox.limits.pids, 50);
   EXPECT_DOUBLE_EQ(run.sandbox.limits.cpus, 0.5);
+  EXPECT_EQ(run.sandbox.cpu_shares, 512);
   EXPECT_EQ(run.sandbox.limits.storage_mib, 32);
   ASSERT_EQ(run.sandbox.mounts.size(), 2u);
   EXPECT_EQ(run.sandbox.mounts[0], (Mount{bundle.rootfs() + "/bin", "/data", true}));
@@ -278,6 +279,11 @@ const Refusal kRefusals[] = {
        c["annotations"] = {{"io.smolbox.accel", "fast"}};
      },
      "annotations.io.smolbox.accel"},
+    {"cpu shares below the kernel's floor",
+     [](json& c) {
+       c["linux"]["resources"] = {{"cpu", {{"shares", 1}}}};
+     },
+     "linux.resources.cpu.shares"},
     {"cpu time of zero",
      [](json& c) {
        c["annotations"] = {{"io.smolbox.cpu-ms", "0"}};

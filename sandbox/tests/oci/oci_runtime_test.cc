@@ -15,6 +15,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -229,6 +230,48 @@ TEST(OciRuntime, a_tmpfs_is_an_empty_writable_directory_held_by_the_storage_limi
   std::string out = runtime.file("tmpfs.out");
   EXPECT_EQ(runtime.Call({"run", "--bundle", bundle.path(), "t1"}, out).exit_code, 0);
   EXPECT_EQ(ReadFile(out), "fits\ncapped\n");
+}
+
+// The CPU weight of the cgroup that holds the process whose command line has token, as v1's
+// cpu.shares gives it (v2's cpu.weight converted back is not exact, so it is read as it is):
+// "shares N" or "weight N", or "" when neither is found.
+std::string CpuWeightOfProcessWith(const std::string& token) {
+  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+    std::string cmdline = ReadFile(entry.path().string() + "/cmdline");
+    if (cmdline.find(token) == std::string::npos || !cmdline.starts_with("/bin/sh")) continue;
+    std::istringstream lines(ReadFile(entry.path().string() + "/cgroup"));
+    for (std::string line; std::getline(lines, line);) {
+      size_t first = line.find(':'), second = line.find(':', first + 1);
+      std::string controllers = line.substr(first + 1, second - first - 1);
+      std::string path = line.substr(second + 1);
+      if (controllers.empty()) {
+        for (const char* top : {"/sys/fs/cgroup", "/sys/fs/cgroup/unified"}) {
+          std::string weight = ReadFile(std::string(top) + path + "/cpu.weight");
+          if (!weight.empty()) return "weight " + weight.substr(0, weight.find('\n'));
+        }
+      } else if (("," + controllers + ",").find(",cpu,") != std::string::npos) {
+        std::string shares = ReadFile("/sys/fs/cgroup/" + controllers + path + "/cpu.shares");
+        if (!shares.empty()) return "shares " + shares.substr(0, shares.find('\n'));
+      }
+    }
+  }
+  return "";
+}
+
+TEST(OciRuntime, the_cpu_shares_weigh_the_containers_cgroup) {
+  OciRuntime runtime;
+  OciBundle bundle;
+  std::string token = RandomToken();
+  bundle.config["linux"]["resources"] = {{"cpu", {{"shares", 512}}}};
+  bundle.config["process"]["args"] = {"/bin/sh", "-c", "sleep 600; :", token};
+  bundle.Save();
+  ASSERT_EQ(runtime.Call({"run", "--detach", "--bundle", bundle.path(), "w1"}).exit_code, 0);
+  std::string weight;
+  EXPECT_TRUE(WaitUntil([&] { return !(weight = CpuWeightOfProcessWith(token)).empty(); },
+                        std::chrono::seconds(30)));
+  // runc's conversion for v2: 1 + (512 - 2) * 9999 / 262142.
+  EXPECT_TRUE(weight == "shares 512" || weight == "weight 20") << weight;
+  EXPECT_EQ(runtime.Call({"delete", "--force", "w1"}).exit_code, 0);
 }
 
 TEST(OciRuntime, the_configs_limits_hold_in_the_container) {
