@@ -52,9 +52,9 @@ void RunExecMonitor(ExecPlan plan) {
     Fail(plan, Error{"exec", "the container is not running: " + channel.error().ToString(), 0});
   if (auto ready = AwaitAgent(channel->get()); !ready) Fail(plan, ready.error());
   // The session's sandbox is the attached agent alone: no cgroup of its own to judge by (the
-  // container's holds it, and its limits with it), no storage to copy back (the container's
-  // process does that at its end), and no process to watch but the channel, which closes when
-  // the container ends.
+  // process is in the container's, which holds its limits where it can; the rlimit stand-ins
+  // are set anyway), no storage to copy back (the container's process does that at its end),
+  // and no process to watch but the channel, which closes when the container ends.
   shared::AgentSandbox sandbox;
   sandbox.backend = "ns";
   sandbox.isolation = "namespaces";
@@ -63,6 +63,7 @@ void RunExecMonitor(ExecPlan plan) {
   sandbox.death_reason = "the container ended";
   sandbox.uid = plan.process.user.uid;
   sandbox.gid = plan.process.user.gid;
+  sandbox.stand_ins_without_cgroup = true;
   shared::AgentSession session(sandbox);
   if (!ReportReady(plan.ready_fd, "")) _exit(1);  // its exec was killed: no one waits for it
   ExecIo io;

@@ -162,8 +162,10 @@ ExecRequest MakeExecRequest(const ExecSpec& spec, const AgentSandbox& sandbox, c
   r.files = spec.limits.files;
   // Weaker stand-ins where the cgroup cannot hold the limit; the result warns about each.
   const SandboxLimits& held = sandbox.spec->limits;
-  if (sandbox.cgroup && !sandbox.cgroup->holds_memory()) r.memory_bytes = held.memory_mib << 20;
-  if (sandbox.cgroup && !sandbox.cgroup->holds_pids()) r.nproc = held.pids;
+  bool memory_unheld = sandbox.cgroup ? !sandbox.cgroup->holds_memory() : sandbox.stand_ins_without_cgroup;
+  bool pids_unheld = sandbox.cgroup ? !sandbox.cgroup->holds_pids() : sandbox.stand_ins_without_cgroup;
+  if (memory_unheld) r.memory_bytes = held.memory_mib << 20;
+  if (pids_unheld) r.nproc = held.pids;
   r.stdin_stream = io.has_stdin();
   return r;
 }

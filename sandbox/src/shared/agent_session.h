@@ -48,6 +48,10 @@ struct AgentSandbox {
   // and a limit it does not hold gets a weaker rlimit stand-in. Null where the agent holds the
   // workload's cgroup itself and reports on it.
   const Cgroup* cgroup = nullptr;
+  // With no cgroup to ask (an exec attached to a running sandbox, which is in that sandbox's
+  // cgroup but cannot see what it holds): the memory and pids stand-ins are set all the same,
+  // so that a limit the cgroup may not hold is never left unbounded.
+  bool stand_ins_without_cgroup = false;
   int64_t grace_ms = kBackstopGraceMs;  // the host's backstop past the exec's timeout
   std::string backstop_warning;         // the result's warning when the backstop fired
   const Storage* storage = nullptr;     // where rw volumes are copied back from
