@@ -72,15 +72,9 @@ int ContainerExitCode(const RunResult& result) {
 void RunMonitor(MonitorPlan plan) {
   auto signals = BlockEndingSignals();
   if (!signals) Fail(plan, signals.error());
-  UniqueFd console;
-  if (plan.container.terminal) {
-    if (plan.console_socket.empty())
-      Fail(plan, Error::Field("--console-socket", "is required when process.terminal is true"));
-    auto opened = OpenConsole(plan.console_socket);
-    if (!opened) Fail(plan, opened.error());
-    console = std::move(*opened);
-    ReleaseStdio();
-  }
+  auto taken = TakeConsole(plan.container.terminal, plan.console_socket);
+  if (!taken) Fail(plan, taken.error());
+  UniqueFd console = std::move(*taken);
   ContainerState state = plan.state;
   state.pid = getpid();
   state.pid_start = shared::ProcessStartTime(state.pid).value_or(0);

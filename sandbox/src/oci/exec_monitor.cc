@@ -38,15 +38,9 @@ Expected<void> AwaitAgent(int channel) {
 void RunExecMonitor(ExecPlan plan) {
   auto signals = BlockEndingSignals();
   if (!signals) Fail(plan, signals.error());
-  UniqueFd console;
-  if (plan.process.terminal) {
-    if (plan.console_socket.empty())
-      Fail(plan, Error::Field("--console-socket", "is required when process.terminal is true"));
-    auto opened = OpenConsole(plan.console_socket);
-    if (!opened) Fail(plan, opened.error());
-    console = std::move(*opened);
-    ReleaseStdio();
-  }
+  auto taken = TakeConsole(plan.process.terminal, plan.console_socket);
+  if (!taken) Fail(plan, taken.error());
+  UniqueFd console = std::move(*taken);
   auto channel = shared::ConnectAttachSocket(plan.attach_socket);
   if (!channel)
     Fail(plan, Error{"exec", "the container is not running: " + channel.error().ToString(), 0});

@@ -74,10 +74,16 @@ Expected<UniqueFd> OpenConsole(const std::string& socket_path) {
   return slave;
 }
 
-void ReleaseStdio() {
+Expected<UniqueFd> TakeConsole(bool terminal, const std::string& socket_path) {
+  if (!terminal) return UniqueFd();
+  if (socket_path.empty())
+    return std::unexpected(
+        Error::Field("--console-socket", "is required when process.terminal is true"));
+  SMOLBOX_ASSIGN_OR_RETURN(UniqueFd console, OpenConsole(socket_path));
   int null = open("/dev/null", O_RDWR | O_CLOEXEC);
   for (int fd = 0; fd < 3 && null >= 0; ++fd) dup2(null, fd);
   if (null > 2) close(null);
+  return console;
 }
 
 bool ReportReady(int ready_fd, const std::string& line) {

@@ -25,8 +25,9 @@ Expected<UniqueFd> OpenConsole(const std::string& socket_path);
 // went well), and closes the pipe. False when no one is left to read it (SIGPIPE is blocked in a
 // monitor, so the write fails with EPIPE).
 bool ReportReady(int ready_fd, const std::string& line);
-// The monitor's own stdio, let go for /dev/null once the process has a pty: an engine may read
-// the runtime's stdio to its end, as docker's shim does.
-void ReleaseStdio();
+// With a terminal, the pty from OpenConsole, and the monitor's own stdio let go for /dev/null
+// (an engine may read the runtime's stdio to its end, as docker's shim does); without one, an
+// invalid fd: the process takes the monitor's stdio.
+Expected<UniqueFd> TakeConsole(bool terminal, const std::string& socket_path);
 
 }  // namespace smolbox::oci
