@@ -21,8 +21,18 @@
 
 namespace smolbox::testing {
 
-std::string SmolboxPath() { return std::string(SMOLBOX_BIN_DIR) + "/smolbox"; }
-std::string HelperPath(const std::string& name) { return std::string(SMOLBOX_BIN_DIR) + "/" + name; }
+namespace {
+
+// The build's, or a copy that test_support/as-unprivileged made where another uid may run it.
+std::string BinDir() {
+  const char* copy = getenv("SMOLBOX_TEST_BIN_DIR");
+  return copy != nullptr && copy[0] == '/' ? copy : SMOLBOX_BIN_DIR;
+}
+
+}  // namespace
+
+std::string SmolboxPath() { return BinDir() + "/smolbox"; }
+std::string HelperPath(const std::string& name) { return BinDir() + "/" + name; }
 
 namespace {
 

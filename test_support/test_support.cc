@@ -210,4 +210,10 @@ size_t CountSmolboxCgroups() {
   return count;
 }
 
+std::string StateRootOfThisUser() {
+  if (geteuid() == 0) return "/run/smolbox";
+  if (const char* xdg = getenv("XDG_RUNTIME_DIR"); xdg != nullptr && xdg[0] == '/') return std::string(xdg) + "/smolbox";
+  return "/tmp/smolbox-" + std::to_string(geteuid());
+}
+
 }  // namespace smolbox::testing

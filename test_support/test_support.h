@@ -25,6 +25,10 @@ namespace smolbox::testing {
 // ---------------------------------------------------------------------------
 // Files
 
+// Where smolbox keeps its state for whoever runs the tests, by the runtime's documented rule:
+// /run/smolbox for root; for another user $XDG_RUNTIME_DIR/smolbox, or /tmp/smolbox-UID.
+std::string StateRootOfThisUser();
+
 // The whole file, byte for byte; "" when it cannot be read (a test then compares "" and fails).
 std::string ReadFileOrEmpty(const std::string& path);
 // Writes content to path, creating its parent directories first.

@@ -18,5 +18,7 @@ struct Invocation {
 // Runs smolvm-check ARGS to completion (RunProgram: stdin from /dev/null, stdout and stderr in
 // memory files, so neither can fill up or be held open by a sandbox it started).
 Invocation RunCheck(std::vector<std::string> args);
+// The same as the unprivileged uid nobody, from start to end (test_support/as-unprivileged).
+Invocation RunCheckWithoutRoot(std::vector<std::string> args);
 
 }  // namespace smolvm_check

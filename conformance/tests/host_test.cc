@@ -101,6 +101,7 @@ const std::vector<std::vector<std::string>> kExpectedLevels = {
     {"cgroups: memory, cpu and pids limits", "WARN", "PASS", "WARN", "PASS", "PASS"},
     {"Kernel: seccomp filters", "PASS", "PASS", "PASS", "PASS", "PASS"},
     {"Kernel: Landlock", "PASS", "PASS", "PASS", "WARN", "WARN"},
+    {"Kernel: user xattrs on tmpfs", "PASS", "PASS", "WARN", "PASS", "WARN"},
     {"VM backend: QEMU", "WARN", "WARN", "WARN", "WARN", "WARN"},
     {"VM backend: microvm machine", "WARN", "WARN", "WARN", "WARN", "WARN"},
     {"VM backend: guest artifacts", "WARN", "WARN", "WARN", "WARN", "WARN"},
@@ -244,10 +245,17 @@ TEST(HostVmNeeds, a_qemu_with_microvm_and_built_artifacts_make_tcg_host_ready) {
       EXPECT_EQ(b.usable(), b.host_ready) << b.name;
     }
   }
-  // The fixture's user decides the rest: the vm backend needs root.
+  // The fixture's user (uid 1000) runs the vm backend without root: it needs an unprivileged
+  // user namespace, which the fixture's sysctls allow.
   const auto& tcg = r.backends.at(1);
   EXPECT_EQ(tcg.name, "vm (tcg)");
-  EXPECT_EQ(tcg.host_ready, tcg.reason == "runs here with --accel tcg") << tcg.reason;
+  EXPECT_TRUE(tcg.host_ready) << tcg.reason;
+  EXPECT_EQ(tcg.reason, "runs here with --accel tcg");
+  const auto& rootless = r.backends.at(2);
+  EXPECT_EQ(rootless.name, "vm rootless");
+  EXPECT_TRUE(rootless.usable()) << rootless.reason;
+  EXPECT_EQ(rootless.sandbox, "smolbox:vm");
+  EXPECT_EQ(rootless.reason, "runs here without root, with KVM");
 }
 
 struct Outcome {
@@ -348,9 +356,11 @@ TEST(HostCommand, json_has_sections_backends_verdict_and_the_exit_code) {
     sandboxes.push_back(b.at("sandbox"));
     EXPECT_EQ(b.at("usable"), b.at("host_ready").get<bool>() && b.at("in_this_build").get<bool>());
   }
-  EXPECT_EQ(backends, (std::vector<std::string>{"vm (kvm)", "vm (tcg)", "ns", "ns rootless"}));
+  EXPECT_EQ(backends, (std::vector<std::string>{"vm (kvm)", "vm (tcg)", "vm rootless", "ns", "ns rootless"}));
   // What `smolvm-check run --sandbox` takes for each: scripts/kvm-battery runs exactly these.
-  EXPECT_EQ(sandboxes, (std::vector<std::string>{"smolbox:vm", "smolbox:vm-tcg", "smolbox:ns", "smolbox:ns"}));
+  // Without KVM here, the rootless vm is the emulated one.
+  EXPECT_EQ(sandboxes, (std::vector<std::string>{"smolbox:vm", "smolbox:vm-tcg", "smolbox:vm-tcg", "smolbox:ns",
+                                                 "smolbox:ns"}));
 }
 
 TEST(HostCommand, exit_code_is_zero_where_kvm_is_usable) {

@@ -51,9 +51,9 @@ Expected<std::unique_ptr<Backend>> MakeBackend(BackendKind kind) {
     case BackendKind::kVm:
       return vm::MakeVmBackend();
     case BackendKind::kAuto:
-      // Hardware isolation when this host has it (and the runtime is root, as the vm backend
-      // needs); namespaces otherwise. The result says which ran.
-      if (geteuid() == 0 && host::KvmUnusableReason().empty()) return vm::MakeVmBackend();
+      // Hardware isolation when this host has it, with or without root; namespaces otherwise.
+      // The result says which ran.
+      if (host::KvmUnusableReason().empty()) return vm::MakeVmBackend();
       return ns::MakeNsBackend();
     case BackendKind::kNs:
       return ns::MakeNsBackend();

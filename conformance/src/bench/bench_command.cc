@@ -39,7 +39,7 @@ struct BenchFlags {
 std::vector<std::string> DefaultSandboxes() {
   std::vector<std::string> sandboxes = {"null"};
   const char* path = std::getenv("PATH");
-  auto host = smolbox::host::ProbeHost({"", path != nullptr ? path : "", GuestDir()});
+  auto host = smolbox::host::ProbeHost({"", path != nullptr ? path : "", GuestDirToRun()});
   bool kvm = false;
   if (host) {
     for (const auto& b : host->backends) kvm |= b.usable() && b.sandbox == "smolbox:vm";

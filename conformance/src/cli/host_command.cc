@@ -57,7 +57,7 @@ int RunHost(const HostFlags& flags, std::ostream& out, std::ostream& err, bool c
     out << smolbox::host::LiveCpuidHypervisor() << "\n";
     return kHostUsable;
   }
-  smolbox::host::ProbeOptions options{flags.root, Env("PATH"), GuestDir()};
+  smolbox::host::ProbeOptions options{flags.root, Env("PATH"), GuestDirToRun()};
   std::vector<smolbox::host::ProbedPath> probed;
   auto report = ProbeHost(options, &probed);
   if (!report) {

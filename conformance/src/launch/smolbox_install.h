@@ -21,5 +21,6 @@ std::string SmolboxBinary();
 
 // The guest's directory is smolbox's own rule, smolbox::GuestDir().
 using smolbox::GuestDir;
+using smolbox::GuestDirToRun;
 
 }  // namespace smolvm_check

@@ -37,7 +37,7 @@ struct Section {
 };
 
 struct BackendVerdict {
-  std::string name;       // "vm (kvm)", "vm (tcg)", "ns", "ns rootless"
+  std::string name;       // "vm (kvm)", "vm (tcg)", "vm rootless", "ns", "ns rootless"
   std::string isolation;  // what separates a workload from the host
   bool host_ready = false;
   bool in_this_build = false;

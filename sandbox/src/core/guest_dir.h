@@ -11,5 +11,8 @@ namespace smolbox {
 // $XDG_CACHE_HOME/smolbox/guest when XDG_CACHE_HOME is absolute (the XDG rule: a relative one
 // is ignored); else $HOME/.cache/smolbox/guest; "" when none of these is set.
 std::string GuestDir();
+// Where a run reads the guest from: GuestDir(), or for a user who has built none there (no
+// manifest.json), the one root built for the host, which any user may read.
+std::string GuestDirToRun();
 
 }  // namespace smolbox

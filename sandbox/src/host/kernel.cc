@@ -1,9 +1,11 @@
-// Kernel features the ns backend layers on: seccomp filters and Landlock.
+// Kernel features the backends layer on: seccomp filters and Landlock for the ns backend, and
+// user xattrs on tmpfs for the vm backend without root.
 #include <fmt/format.h>
 #include <linux/landlock.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstring>
 
 #include "probe.h"
@@ -54,6 +56,22 @@ Check LandlockLive(const std::optional<std::string>& lsm) {
       "Landlock needs Linux 5.13 or later; the ns backend runs without it, with one layer less");
 }
 
+// Without root the vm backend's storage is a tmpfs that QEMU serves with mapped-xattr, which
+// keeps each file's owner and mode in user.* xattrs: tmpfs holds those from Linux 6.6 on.
+Check TmpfsUserXattrCheck(HostView& view, Findings& found) {
+  const char* name = "user xattrs on tmpfs";
+  auto release = view.Read("/proc/sys/kernel/osrelease");
+  int major = 0, minor = 0;
+  if (!release || sscanf(release->c_str(), "%d.%d", &major, &minor) != 2) {
+    return Warn(name, "unknown: no /proc/sys/kernel/osrelease to read the kernel's version from");
+  }
+  found.tmpfs_user_xattr = major > 6 || (major == 6 && minor >= 6);
+  std::string detail = fmt::format("Linux {}", Trim(*release));
+  if (*found.tmpfs_user_xattr) return Pass(name, detail + ": 6.6 or later");
+  return Warn(name, detail + ": before 6.6, tmpfs holds no user xattrs",
+              "the vm backend without root needs Linux 6.6 or later; as root it runs here");
+}
+
 }  // namespace
 
 Section ProbeKernel(HostView& view, Findings& found) {
@@ -62,6 +80,7 @@ Section ProbeKernel(HostView& view, Findings& found) {
   // Read live too, so that the capture script copies it for the fixture's answer.
   auto lsm = view.Read("/sys/kernel/security/lsm");
   section.checks.push_back(view.live() ? LandlockLive(lsm) : LandlockFromLsm(lsm));
+  section.checks.push_back(TmpfsUserXattrCheck(view, found));
   return section;
 }
 

@@ -33,6 +33,7 @@ struct Findings {
   bool apparmor_restricts_userns = false;
   // Kernel
   bool seccomp = false;
+  std::optional<bool> tmpfs_user_xattr;  // nullopt: the kernel's version is unknown
   // The vm backend's needs
   bool qemu = false;
   bool qemu_microvm = false;

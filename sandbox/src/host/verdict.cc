@@ -34,11 +34,13 @@ std::string WhyNoKvm(const HostView& view, const Findings& f) {
 
 namespace {
 
-// What the vm backend would still miss on this host besides KVM.
-std::vector<std::string> VmMissing(const HostView& view, const Findings& f) {
+// What the vm backend would still miss on this host besides KVM, run by root or not.
+std::vector<std::string> VmMissing(const Findings& f, bool rootless) {
   std::vector<std::string> missing;
-  // Its quota-bound storage is a disk image the runtime loop-mounts.
-  if (view.uid() != 0) missing.push_back("root");
+  // Without root QEMU's jail is a user namespace of this user's, and the storage a tmpfs that
+  // keeps owners and modes in user xattrs.
+  if (rootless && !f.rootless_userns) missing.push_back("an unprivileged user namespace");
+  if (rootless && f.tmpfs_user_xattr == false) missing.push_back("user xattrs on tmpfs (Linux 6.6)");
   if (!f.qemu) {
     missing.push_back("QEMU");
   } else if (!f.qemu_microvm) {
@@ -49,7 +51,7 @@ std::vector<std::string> VmMissing(const HostView& view, const Findings& f) {
 }
 
 BackendVerdict VmBackend(const HostView& view, const std::string& why_no_kvm, const Findings& f, bool kvm) {
-  std::vector<std::string> missing = VmMissing(view, f);
+  std::vector<std::string> missing = VmMissing(f, view.uid() != 0);
   std::string needs =
       missing.empty() ? "" : fmt::format("; it also needs {}", fmt::join(missing, ", "));
   if (kvm) {
@@ -61,6 +63,19 @@ BackendVerdict VmBackend(const HostView& view, const std::string& why_no_kvm, co
   return {"vm (tcg)", "software emulation: a guest kernel of its own, slow", missing.empty(), true,
           missing.empty() ? "runs here with --accel tcg" : fmt::format("runs with --accel tcg{}", needs),
           "smolbox:vm-tcg"};
+}
+
+// The vm backend as an unprivileged user runs it, whoever runs the report: with KVM where the
+// device is open to other users (as it is to QEMU, confined, under root), emulated otherwise.
+BackendVerdict VmRootlessBackend(const std::string& why_no_kvm, const Findings& f) {
+  std::vector<std::string> missing = VmMissing(f, true);
+  bool kvm = why_no_kvm.empty();
+  std::string reason = missing.empty()
+                           ? (kvm ? "runs here without root, with KVM"
+                                  : "runs here without root, with --accel tcg")
+                           : fmt::format("this host lacks {}", fmt::join(missing, ", "));
+  return {"vm rootless", "a guest kernel of its own, run by an unprivileged user", missing.empty(),
+          true, reason, kvm ? "smolbox:vm" : "smolbox:vm-tcg"};
 }
 
 std::vector<std::string> NsMissing(const Findings& f) {
@@ -115,7 +130,8 @@ void Conclude(const HostView& view, const Findings& found, HostReport& report) {
   std::string why_no_kvm = WhyNoKvm(view, found);
   report.hardware_isolation_usable = why_no_kvm.empty();
   report.backends = {VmBackend(view, why_no_kvm, found, true), VmBackend(view, why_no_kvm, found, false),
-                     NsBackend(view, found, false), NsBackend(view, found, true)};
+                     VmRootlessBackend(why_no_kvm, found), NsBackend(view, found, false),
+                     NsBackend(view, found, true)};
 
   std::vector<std::string> usable;
   for (const auto& b : report.backends) {

@@ -5,7 +5,8 @@
 // never has a name, and the mount exists only in the runtime's private mount namespace, so a
 // killed runtime leaves neither behind. Each run's filesystem is new: a copy of an empty one that
 // mkfs made once per size (cached under the state root) with a fresh UUID and hash seed. Rootless, the sandbox's
-// setup mounts a size-capped tmpfs (which costs RAM) and hands the runtime a descriptor to it.
+// setup mounts a size-capped tmpfs (which costs RAM) and hands the runtime a descriptor to it;
+// for a VM a child of the runtime does (CreateDetachedTmpfs).
 //
 //   auto storage = Storage::CreateDisk(128, run_dir + "/storage");
 //   storage->MakeLayout(sandbox_uid, sandbox_gid, volume_count);
@@ -30,6 +31,12 @@ class Storage {
   static Expected<Storage> CreateDisk(int64_t size_mib, const std::string& mountpoint);
   // A tmpfs the sandbox's setup mounted, by a directory fd it sent us.
   static Storage Adopt(UniqueFd root);
+  // Without root, for a sandbox whose setup mounts nothing (the vm backend's): a size-capped
+  // tmpfs that a child mounts at mountpoint, in a user and mount namespace of its own, and hands
+  // back as a descriptor to its root before it exits. The mount goes with its namespace, so no
+  // path on the host ever leads there; the descriptor keeps the filesystem. With user_xattrs it
+  // must hold user.* extended attributes (Linux 6.6 and later), as QEMU's mapped-xattr writes.
+  static Expected<Storage> CreateDetachedTmpfs(int64_t size_mib, const std::string& mountpoint, bool user_xattrs);
 
   Storage(Storage&& other) noexcept
       : root_(std::move(other.root_)),

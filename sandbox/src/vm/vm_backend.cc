@@ -28,6 +28,7 @@
 #include "gateway.h"
 #include "guest_artifacts.h"
 #include "guest_protocol.h"
+#include "host_root.h"
 #include "jail.h"
 #include "json_bounds.h"
 #include "qemu_command.h"
@@ -104,9 +105,6 @@ Expected<void> CheckSpec(const SandboxSpec& spec) {
   if (spec.limits.memory_mib < kMinVmMemoryMiB) {
     return std::unexpected(Error::Field("limits.memory_mib", fmt::format("{} MiB is below the vm backend's floor of {} MiB",
                                                                          spec.limits.memory_mib, kMinVmMemoryMiB)));
-  }
-  if (geteuid() != 0) {
-    return std::unexpected(Error::Field("backend", "the vm backend needs root in this build: its quota-bound storage is a loop-mounted disk image; use --backend ns rootless"));
   }
   return {};
 }
@@ -419,7 +417,7 @@ Expected<void> Prepare(const SandboxSpec& spec, Vm& vm, RunResult& result) {
     vm.uplink.emplace(std::move(uplink));
   }
   SMOLBOX_ASSIGN_OR_RETURN(auto qemu, FindQemu());
-  auto guest = OpenGuestArtifacts(GuestDir());
+  auto guest = OpenGuestArtifacts(GuestDirToRun());
   SMOLBOX_TRY(guest);
   vm.guest = std::move(*guest);
   SMOLBOX_TRY(UseStoreImage(spec, vm.guest));
@@ -432,20 +430,28 @@ Expected<void> Prepare(const SandboxSpec& spec, Vm& vm, RunResult& result) {
       return std::unexpected(Error::Field(fmt::format("mounts[{}].source", i), "the vm backend shares directories only"));
     }
   }
+  // As root QEMU and the storage take a uid of the range set aside for sandboxes; without root
+  // there is only this user's own.
+  const bool rootless = !IsHostRoot();
   vm.guest_uid = spec.user.uid;
   vm.guest_gid = spec.user.gid;
-  vm.host_uid = confine::kHostIdBase + vm.guest_uid;
-  vm.host_gid = confine::kHostIdBase + vm.guest_gid;
+  vm.host_uid = rootless ? geteuid() : confine::kHostIdBase + vm.guest_uid;
+  vm.host_gid = rootless ? getegid() : confine::kHostIdBase + vm.guest_gid;
   auto dir = shared::RunDir::Create();
   SMOLBOX_TRY(dir);
   vm.dir.emplace(std::move(*dir));
   int64_t qemu_mib = spec.limits.memory_mib + kGuestOverheadMiB + kQemuOverheadMiB;
+  // A tmpfs's pages belong to the cgroup of whoever writes them: QEMU, for the guest.
+  if (rootless) qemu_mib += spec.limits.storage_mib;
   // CPU: the vCPUs plus one for QEMU's own I/O thread; the workload's share is held inside.
   double qemu_cpus = VcpusFor(spec) + 1.0;
   vm.cgroup.emplace(shared::Cgroup::Create(vm.dir->id(), {qemu_mib << 20, qemu_cpus, kQemuPids}));
   for (const auto& problem : vm.cgroup->problems()) result.Warn("QEMU's cgroup: " + problem);
-  SMOLBOX_TRY(shared::EnterPrivateMountNamespace());
-  auto storage = shared::Storage::CreateDisk(spec.limits.storage_mib, vm.dir->path() + "/storage");
+  // Only root may loop-mount the disk; without root the storage is a tmpfs that costs RAM.
+  if (!rootless) SMOLBOX_TRY(shared::EnterPrivateMountNamespace());
+  std::string mountpoint = vm.dir->path() + "/storage";
+  auto storage = rootless ? shared::Storage::CreateDetachedTmpfs(spec.limits.storage_mib, mountpoint, true)
+                          : shared::Storage::CreateDisk(spec.limits.storage_mib, mountpoint);
   SMOLBOX_TRY(storage);
   vm.storage.emplace(std::move(*storage));
   vm.storage->set_metadata(shared::Metadata::kMappedXattr);  // QemuArgv's security_model
