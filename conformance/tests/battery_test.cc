@@ -120,7 +120,21 @@ TEST(Battery, every_case_passes_on_the_smolbox_vm_sandbox_under_emulation) {
 // cases' files are that user's, as a user's own files are. Its test internet and test host need
 // root (network namespaces), so the cases that reach them skip, and say so.
 TEST(Battery, every_case_passes_on_the_smolbox_vm_sandbox_under_emulation_without_root) {
-  auto run = RunCheckWithoutRoot({"run", "--sandbox", "smolbox:vm-tcg", "-j", "2", "--json"});
+  // The checkout may sit where that uid cannot read (below /root): the battery's catalog, its
+  // payloads and the profiles go along in a directory anyone may read.
+  TempDir files("smolvm-check-rootless");
+  const auto recursive = std::filesystem::copy_options::recursive;
+  std::filesystem::copy(std::string(SMOLVM_CHECK_SOURCE_DIR) + "/adversarial", files.path() + "/adversarial", recursive);
+  std::filesystem::copy(std::string(SMOLVM_CHECK_SOURCE_DIR) + "/conformance/profiles", files.path() + "/profiles",
+                        recursive);
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(files.path())) {
+    auto readable = std::filesystem::perms::others_read | std::filesystem::perms::group_read;
+    if (entry.is_directory()) readable |= std::filesystem::perms::others_exec | std::filesystem::perms::group_exec;
+    std::filesystem::permissions(entry.path(), readable, std::filesystem::perm_options::add);
+  }
+  auto run = RunCheckWithoutRoot({"run", "--sandbox", "smolbox:vm-tcg", "--catalog",
+                                  files.path() + "/adversarial/catalog.json", "--profiles", files.path() + "/profiles",
+                                  "-j", "2", "--json"});
   ASSERT_TRUE(run.report.is_object()) << run.err;
   EXPECT_EQ(run.exit_code, 0) << Failures(run.report);
   const nlohmann::json& summary = run.report["summary"];
