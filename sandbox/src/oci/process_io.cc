@@ -11,6 +11,8 @@
 
 #include <cstring>
 
+#include "fd_passing.h"
+
 namespace smolbox::oci {
 namespace {
 
@@ -56,20 +58,7 @@ Expected<UniqueFd> OpenConsole(const std::string& socket_path) {
       connect(sock.get(), reinterpret_cast<sockaddr*>(&address), sizeof address) != 0) {
     return std::unexpected(Error::Sys("connect to the console socket " + socket_path));
   }
-  iovec payload{name, strlen(name)};
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-  msghdr message{};
-  message.msg_iov = &payload;
-  message.msg_iovlen = 1;
-  message.msg_control = control;
-  message.msg_controllen = sizeof control;
-  cmsghdr* header = CMSG_FIRSTHDR(&message);
-  header->cmsg_level = SOL_SOCKET;
-  header->cmsg_type = SCM_RIGHTS;
-  header->cmsg_len = CMSG_LEN(sizeof(int));
-  int fd = master.get();
-  std::memcpy(CMSG_DATA(header), &fd, sizeof fd);
-  if (sendmsg(sock.get(), &message, MSG_NOSIGNAL) < 0)
+  if (shared::SendBytesWithFd(sock.get(), name, strlen(name), master.get()) < 0)
     return std::unexpected(Error::Sys("send the pty to the console socket"));
   return slave;
 }

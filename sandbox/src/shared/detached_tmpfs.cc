@@ -20,6 +20,8 @@
 
 #include <fmt/format.h>
 
+#include "fd_passing.h"
+
 namespace smolbox::shared {
 namespace {
 
@@ -48,29 +50,11 @@ bool WriteProcSelf(const char* file, const std::string& text) {
   return ok;
 }
 
-void Send(int socket, const MountReport& report, int fd) {
-  iovec iov{const_cast<MountReport*>(&report), sizeof report};
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))]{};
-  msghdr msg{};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  if (fd >= 0) {
-    msg.msg_control = control;
-    msg.msg_controllen = sizeof control;
-    cmsghdr* cmsg = CMSG_FIRSTHDR(&msg);
-    cmsg->cmsg_level = SOL_SOCKET;
-    cmsg->cmsg_type = SCM_RIGHTS;
-    cmsg->cmsg_len = CMSG_LEN(sizeof(int));
-    memcpy(CMSG_DATA(cmsg), &fd, sizeof fd);
-  }
-  [[maybe_unused]] ssize_t n = sendmsg(socket, &msg, MSG_NOSIGNAL);
-}
-
 [[noreturn]] void Fail(int socket, const char* step) {
   MountReport report{};
   report.err = errno;
   strncpy(report.failed_step, step, sizeof report.failed_step - 1);
-  Send(socket, report, -1);
+  SendBytesWithFd(socket, &report, sizeof report, -1);
   _exit(1);
 }
 
@@ -92,7 +76,8 @@ void Send(int socket, const MountReport& report, int fd) {
     }
     fremovexattr(root, "user.smolbox.probe");
   }
-  Send(socket, MountReport{}, root);
+  MountReport success{};
+  SendBytesWithFd(socket, &success, sizeof success, root);
   _exit(0);
 }
 

@@ -63,6 +63,28 @@ Expected<void> SendWithFds(int socket, const channel::Message& message, std::spa
   return {};
 }
 
+ssize_t SendBytesWithFd(int socket, const void* data, size_t size, int fd) noexcept {
+  iovec iov{const_cast<void*>(data), size};
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  if (fd >= 0) {
+    msg.msg_control = control;
+    msg.msg_controllen = sizeof control;
+    cmsghdr* cmsg = CMSG_FIRSTHDR(&msg);
+    cmsg->cmsg_level = SOL_SOCKET;
+    cmsg->cmsg_type = SCM_RIGHTS;
+    cmsg->cmsg_len = CMSG_LEN(sizeof(int));
+    std::memcpy(CMSG_DATA(cmsg), &fd, sizeof fd);
+  }
+  ssize_t n;
+  do {
+    n = sendmsg(socket, &msg, MSG_NOSIGNAL);
+  } while (n < 0 && errno == EINTR);
+  return n;
+}
+
 Expected<std::pair<channel::Message, std::vector<UniqueFd>>> ReceiveWithFds(int socket, uint32_t max_frame) {
   // The descriptors ride on the frame's first bytes: read the length prefix with recvmsg.
   char prefix[4];

@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include "fd_passing.h"
 #include "json_bounds.h"
 
 namespace smolbox::vm {
@@ -29,25 +30,8 @@ int MsLeft(Clock::time_point deadline) {
 }  // namespace
 
 Expected<void> Qmp::Send(const std::string& line, int pass_fd) {
-  iovec iov{const_cast<char*>(line.data()), line.size()};
-  msghdr msg{};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-  if (pass_fd >= 0) {
-    msg.msg_control = control;
-    msg.msg_controllen = sizeof control;
-    cmsghdr* cmsg = CMSG_FIRSTHDR(&msg);
-    cmsg->cmsg_level = SOL_SOCKET;
-    cmsg->cmsg_type = SCM_RIGHTS;
-    cmsg->cmsg_len = CMSG_LEN(sizeof(int));
-    std::memcpy(CMSG_DATA(cmsg), &pass_fd, sizeof(int));
-  }
   // Commands are a few hundred bytes: one sendmsg takes them whole on a stream socket.
-  ssize_t n;
-  do {
-    n = sendmsg(socket_.get(), &msg, MSG_NOSIGNAL);
-  } while (n < 0 && errno == EINTR);
+  ssize_t n = shared::SendBytesWithFd(socket_.get(), line.data(), line.size(), pass_fd);
   if (n != static_cast<ssize_t>(line.size())) return std::unexpected(Error::Sys("qmp: sendmsg"));
   return {};
 }
