@@ -61,6 +61,7 @@ struct RunFlags {
   bool json = false;
   bool interactive = false;
   bool no_snapshot = false;
+  std::string prewarm;  // create only
   // Egress
   bool net = false;
   std::vector<std::string> allow_hosts, allow_cidrs, deny_cidrs;
@@ -261,6 +262,10 @@ void AddCreateCommand(CLI::App& app, RunFlags& f, SandboxFlags& s) {
   AddTimeLimitOptions(*create, f);
   AddSizeLimitOptions(*create, f);
   AddEgressOptions(*create, f);
+  create->add_option("--prewarm", f.prewarm,
+                     "vm backend: keep a started interpreter that forks each `python3 SCRIPT` or `python3 -c` "
+                     "exec, which then skips Python's start (docs/performance.md, \"Prewarm\")")
+      ->type_name("python");
   create->add_flag("--json", s.json, "print the setup's result as JSON");
   // Taken only to refuse it clearly: a sandbox's commands come with each exec.
   create->add_option("command", f.command)->group("");
@@ -601,6 +606,7 @@ int Create(const RunFlags& flags, const SandboxFlags& s) {
   // which checks it. A --spec file's command is a run's, not the sandbox's.
   smolbox::ExecSpec& defaults = spec->exec;
   defaults.argv.clear();
+  spec->sandbox.prewarm = flags.prewarm;
   if (auto ok = smolbox::ValidateExecDefaults(defaults); !ok) return RefuseInput(ok.error(), s.json);
   if (auto ok = smolbox::ValidateSandboxSpec(spec->sandbox); !ok) return RefuseInput(ok.error(), s.json);
   // Close-on-exec: the keeper, forked, keeps it; the agent and QEMU it starts must not.

@@ -127,6 +127,10 @@ struct SandboxSpec {
   // vm backend: restore the guest from a boot snapshot instead of booting it, making the
   // snapshot on the first run (docs/guest.md, "Boot snapshot"). false: always a clean boot.
   bool vm_snapshot = true;
+  // vm backend, persistent sandboxes: "python" keeps a started interpreter in the guest that
+  // forks each `python3 SCRIPT` or `python3 -c` exec (docs/performance.md, "Prewarm"). Empty:
+  // every exec starts its own interpreter.
+  std::string prewarm;
   bool operator==(const SandboxSpec&) const = default;
 };
 

@@ -36,10 +36,12 @@ SetupFailure JoinCgroup(const ChildPlan& plan) noexcept {
   // The agent holds the cgroup (in a microVM); on ns the runtime joined it, and made the
   // sandbox's cgroup namespace, before the agent started.
   if (plan.cgroup_procs_fd < 0) return {};
+  int root_fd = plan.cgroup_ns_root_procs_fd >= 0 ? plan.cgroup_ns_root_procs_fd : plan.cgroup_procs_fd;
   // Before anything the workload could spend: from here on its memory and pids count.
-  if (write(plan.cgroup_procs_fd, "0", 1) != 1) return Failed(SetupStep::kJoinCgroup);
+  if (write(root_fd, "0", 1) != 1) return Failed(SetupStep::kJoinCgroup);
   // Rooted at the workload's cgroup: /proc/self/cgroup shows "/", not the guest's layout.
   if (SMOLBOX_PROTECTED("cgroupns") && unshare(CLONE_NEWCGROUP) != 0) return Failed(SetupStep::kCgroupNamespace);
+  if (root_fd != plan.cgroup_procs_fd && write(plan.cgroup_procs_fd, "0", 1) != 1) return Failed(SetupStep::kJoinCgroup);
   return {};
 }
 

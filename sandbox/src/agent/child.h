@@ -33,6 +33,9 @@ struct ChildPlan {
   bool searched_path = false;  // argv0 had no '/'
   // In a microVM: the workload cgroup's cgroup.procs, which the child joins first. -1: none.
   int cgroup_procs_fd = -1;
+  // Set for the zygote (zygote.h): the cgroup its cgroup namespace is rooted at, joined before
+  // cgroup_procs_fd, so that its forks, moved there, see their own cgroup as "/". -1: none.
+  int cgroup_ns_root_procs_fd = -1;
 };
 
 // Exit codes of a child that never became the workload (after timeout(1) and env(1)).

@@ -69,23 +69,6 @@ class ExecImage {
   std::vector<const char*> candidate_ptrs_;
 };
 
-struct Pipe {
-  UniqueFd read;
-  UniqueFd write;
-};
-
-// stdin, stdout, stderr, and the child's error pipe.
-struct Pipes {
-  Pipe in, out, err, error;
-};
-
-Expected<Pipe> MakePipe() {
-  int fds[2];
-  // CLOEXEC on every end: the child's dup2 copies onto 0-2 are the only ones execve keeps.
-  if (pipe2(fds, O_CLOEXEC) != 0) return std::unexpected(Error::Sys("pipe2"));
-  return Pipe{UniqueFd(fds[0]), UniqueFd(fds[1])};
-}
-
 Expected<void> SetNonBlocking(int fd) {
   int flags = fcntl(fd, F_GETFL);
   if (flags < 0 || fcntl(fd, F_SETFL, flags | O_NONBLOCK) != 0) {
@@ -94,20 +77,7 @@ Expected<void> SetNonBlocking(int fd) {
   return {};
 }
 
-Expected<Pipes> MakePipes() {
-  Pipes pipes;
-  for (Pipe* pipe : {&pipes.in, &pipes.out, &pipes.err, &pipes.error}) {
-    SMOLBOX_ASSIGN_OR_RETURN(auto made, MakePipe());
-    *pipe = std::move(made);
-  }
-  // Only the agent's stdio ends: the workload gets ordinary blocking pipes.
-  for (int fd : {pipes.in.write.get(), pipes.out.read.get(), pipes.err.read.get()}) {
-    SMOLBOX_TRY(SetNonBlocking(fd));
-  }
-  return pipes;
-}
-
-ChildPlan MakePlan(const ExecRequest& request, const SeccompProgram& seccomp, const Pipes& pipes,
+ChildPlan MakePlan(const ExecRequest& request, const SeccompProgram& seccomp, const WorkloadPipes& pipes,
                    const ExecImage& image) {
   ChildPlan plan;
   plan.stdin_fd = pipes.in.read.get();
@@ -125,15 +95,6 @@ ChildPlan MakePlan(const ExecRequest& request, const SeccompProgram& seccomp, co
   plan.candidates = image.candidates();
   plan.searched_path = request.argv.front().find('/') == std::string::npos;
   return plan;
-}
-
-ExecReport Failure(Status status, std::string error, Clock::time_point started) {
-  ExecReport report;
-  report.status = status;
-  report.error = std::move(error);
-  report.wall_ms =
-      std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - started).count();
-  return report;
 }
 
 // Blocks until the child reaches execve (EOF: the CLOEXEC pipe closed) or reports a failed
@@ -164,18 +125,71 @@ ExecReport Abandon(pid_t pid, const Expected<std::optional<SetupFailure>>& failu
   if (!failure) KillWorkloads(pid);
   while (waitpid(pid, nullptr, 0) < 0 && errno == EINTR) {
   }
-  if (!failure) return Failure(Status::kInternalError, failure.error().ToString(), started);
-  return Failure(Status::kSetupError, Describe(**failure, request), started);
+  if (!failure) return ExecFailure(Status::kInternalError, failure.error().ToString(), started);
+  return ExecFailure(Status::kSetupError, Describe(**failure, request), started);
 }
 
 }  // namespace
 
+ExecReport ExecFailure(Status status, std::string error, std::chrono::steady_clock::time_point started) {
+  ExecReport report;
+  report.status = status;
+  report.error = std::move(error);
+  report.wall_ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - started).count();
+  return report;
+}
+
+Expected<Pipe> MakePipe() {
+  int fds[2];
+  // CLOEXEC on every end: the child's dup2 copies onto 0-2 are the only ones execve keeps.
+  if (pipe2(fds, O_CLOEXEC) != 0) return std::unexpected(Error::Sys("pipe2"));
+  return Pipe{UniqueFd(fds[0]), UniqueFd(fds[1])};
+}
+
+Expected<WorkloadPipes> MakeWorkloadPipes() {
+  WorkloadPipes pipes;
+  for (Pipe* pipe : {&pipes.in, &pipes.out, &pipes.err, &pipes.error}) {
+    SMOLBOX_ASSIGN_OR_RETURN(auto made, MakePipe());
+    *pipe = std::move(made);
+  }
+  // Only the agent's stdio ends: the workload gets ordinary blocking pipes.
+  for (int fd : {pipes.in.write.get(), pipes.out.read.get(), pipes.err.read.get()}) {
+    SMOLBOX_TRY(SetNonBlocking(fd));
+  }
+  return pipes;
+}
+
+Expected<pid_t> StartHelper(const ExecRequest& request, const SeccompProgram& seccomp, int cgroup_procs_fd,
+                            int cgroup_ns_root_procs_fd, int stdin_fd, int stdout_fd, int stderr_fd) {
+  SMOLBOX_ASSIGN_OR_RETURN(Pipe error, MakePipe());
+  ExecImage image(request);
+  WorkloadPipes unused;
+  ChildPlan plan = MakePlan(request, seccomp, unused, image);
+  plan.stdin_fd = stdin_fd;
+  plan.stdout_fd = stdout_fd;
+  plan.stderr_fd = stderr_fd;
+  plan.error_fd = error.write.get();
+  plan.cgroup_procs_fd = cgroup_procs_fd;
+  plan.cgroup_ns_root_procs_fd = cgroup_ns_root_procs_fd;
+  pid_t pid = fork();
+  if (pid < 0) return std::unexpected(Error::Sys("fork"));
+  if (pid == 0) RunChild(plan);
+  error.write.Reset();
+  auto failure = AwaitExec(error.read.get());
+  if (!failure || *failure) {
+    ExecReport report = Abandon(pid, failure, request, Clock::now());
+    return std::unexpected(Error{"start " + request.argv.front(), report.error, 0});
+  }
+  return pid;
+}
+
 std::expected<Workload, ExecReport> StartWorkload(const ExecRequest& request,
                                                   const SeccompProgram& seccomp,
                                                   int cgroup_procs_fd) {
-  auto pipes = MakePipes();
+  auto pipes = MakeWorkloadPipes();
   if (!pipes)
-    return std::unexpected(Failure(Status::kInternalError, pipes.error().ToString(), Clock::now()));
+    return std::unexpected(ExecFailure(Status::kInternalError, pipes.error().ToString(), Clock::now()));
   ExecImage image(request);
   ChildPlan plan = MakePlan(request, seccomp, *pipes, image);
   plan.cgroup_procs_fd = cgroup_procs_fd;
@@ -185,7 +199,7 @@ std::expected<Workload, ExecReport> StartWorkload(const ExecRequest& request,
   pid_t pid = fork();
   if (pid < 0) {
     return std::unexpected(
-        Failure(Status::kInternalError, Error::Sys("fork").ToString(), workload.started));
+        ExecFailure(Status::kInternalError, Error::Sys("fork").ToString(), workload.started));
   }
   if (pid == 0) RunChild(plan);
   workload.pid = pid;

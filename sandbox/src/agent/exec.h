@@ -11,8 +11,10 @@
 
 #include <chrono>
 #include <expected>
+#include <string>
 
 #include "exec_protocol.h"
+#include "smolbox/error.h"
 #include "seccomp_policy.h"
 #include "unique_fd.h"
 
@@ -27,6 +29,28 @@ struct Workload {
   std::chrono::steady_clock::time_point started;  // just before fork
   rusage children_before{};  // RUSAGE_CHILDREN before fork: the base of the usage delta
 };
+
+// The report of an exec that never ran: status and why, and the time spent since `started`.
+ExecReport ExecFailure(Status status, std::string error, std::chrono::steady_clock::time_point started);
+
+struct Pipe {
+  UniqueFd read;
+  UniqueFd write;
+};
+
+// stdin, stdout, stderr, and the child's error pipe. The agent's stdio ends are non-blocking.
+struct WorkloadPipes {
+  Pipe in, out, err, error;
+};
+
+Expected<Pipe> MakePipe();  // both ends CLOEXEC
+Expected<WorkloadPipes> MakeWorkloadPipes();
+
+// A long-lived helper started as a workload is (zygote.h): the same checklist from fork to
+// execve, with the stdio fds the caller chose (above 2), in its own cgroup, its cgroup
+// namespace rooted at another (ChildPlan). Its pid once it reached execve.
+Expected<pid_t> StartHelper(const ExecRequest& request, const SeccompProgram& seccomp, int cgroup_procs_fd,
+                            int cgroup_ns_root_procs_fd, int stdin_fd, int stdout_fd, int stderr_fd);
 
 // The error is the exec's final report: setup_error when a step in the child failed (naming
 // the step and errno), internal_error when the agent could not even fork.

@@ -35,15 +35,15 @@ std::string ReadAt(int dir, const char* file) {
 
 }  // namespace
 
-Expected<WorkloadCgroup> WorkloadCgroup::Create(const std::string& root, const CgroupLimits& limits) {
+Expected<WorkloadCgroup> WorkloadCgroup::Create(const std::string& root, const std::string& name, const CgroupLimits& limits) {
   UniqueFd root_fd(open(root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (!root_fd.valid()) return std::unexpected(Error::Sys("open " + root));
   SMOLBOX_TRY(WriteAt(root_fd.get(), "cgroup.subtree_control", "+memory +pids +cpu"));
-  if (mkdirat(root_fd.get(), "workload", 0755) != 0 && errno != EEXIST) {
-    return std::unexpected(Error::Sys("mkdir workload cgroup"));
+  if (mkdirat(root_fd.get(), name.c_str(), 0755) != 0 && errno != EEXIST) {
+    return std::unexpected(Error::Sys("mkdir cgroup " + name));
   }
-  UniqueFd dir(openat(root_fd.get(), "workload", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  if (!dir.valid()) return std::unexpected(Error::Sys("open workload cgroup"));
+  UniqueFd dir(openat(root_fd.get(), name.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!dir.valid()) return std::unexpected(Error::Sys("open cgroup " + name));
   // With a protection off (mutant.h) the cgroup still accounts, but holds no limit: in a VM
   // these switches are the guest's, as the host's cgroup then holds only QEMU.
   if (limits.memory_bytes > 0 && SMOLBOX_PROTECTED("memory_cgroup")) {
@@ -59,8 +59,10 @@ Expected<WorkloadCgroup> WorkloadCgroup::Create(const std::string& root, const C
     SMOLBOX_TRY(WriteAt(dir.get(), "cpu.max", fmt::format("{} {}", quota, kCpuPeriodUsec)));
   }
   UniqueFd procs(openat(dir.get(), "cgroup.procs", O_WRONLY | O_CLOEXEC));
-  if (!procs.valid()) return std::unexpected(Error::Sys("open workload cgroup.procs"));
-  return WorkloadCgroup(std::move(dir), std::move(procs));
+  if (!procs.valid()) return std::unexpected(Error::Sys("open cgroup.procs of " + name));
+  UniqueFd kill(openat(dir.get(), "cgroup.kill", O_WRONLY | O_CLOEXEC));
+  if (!kill.valid()) return std::unexpected(Error::Sys("open cgroup.kill of " + name));
+  return WorkloadCgroup(std::move(dir), std::move(procs), std::move(kill));
 }
 
 int64_t WorkloadCgroup::Field(const char* file, const char* key) const {
@@ -84,6 +86,10 @@ int64_t WorkloadCgroup::Field(const char* file, const char* key) const {
 
 CgroupCounters WorkloadCgroup::Read() const {
   return CgroupCounters{Field("memory.events", "oom_kill"), Field("pids.events", "max"), CpuUsec()};
+}
+
+void WorkloadCgroup::Kill() const {
+  if (write(kill_.get(), "1", 1) != 1) fmt::print(stderr, "smolbox-agent: {}\n", Error::Sys("write cgroup.kill").ToString());
 }
 
 void WorkloadCgroup::Judge(const CgroupCounters& before, ExecReport& report) const {

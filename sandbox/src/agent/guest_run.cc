@@ -44,7 +44,7 @@ bool ValidTag(const std::string& tag) {
 }  // namespace
 
 Expected<WorkloadCgroup> SetUpGuestRun(const GuestSetup& setup) {
-  auto cgroup = WorkloadCgroup::Create(kGuestCgroupRoot, CgroupLimits{setup.memory_bytes, setup.pids, setup.cpus});
+  auto cgroup = WorkloadCgroup::Create(kGuestCgroupRoot, "workload", CgroupLimits{setup.memory_bytes, setup.pids, setup.cpus});
   if (!cgroup) return cgroup;
   SMOLBOX_TRY(MountShare(kStorageTag, kStorageMount, false));
   confine::RootPlan plan;

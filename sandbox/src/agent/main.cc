@@ -28,6 +28,7 @@
 #include "pump.h"
 #include "reaper.h"
 #include "seccomp_policy.h"
+#include "zygote.h"
 
 namespace smolbox::agent {
 namespace {
@@ -181,6 +182,11 @@ class Agent {
 
   void SetUp(const channel::Message& message) {
     auto setup = DecodeGuestSetup(message);
+    // The zygote's cgroup, made while the guest's cgroup tree is still in reach.
+    Expected<WorkloadCgroup> prewarm = std::unexpected(Error{"prewarm", "not asked for", 0});
+    if (setup && setup->prewarm == "python") {
+      prewarm = WorkloadCgroup::Create(kGuestCgroupRoot, "prewarm", CgroupLimits{kZygoteMemoryBytes, kZygotePids, setup->cpus});
+    }
     auto cgroup = setup ? SetUpGuestRun(*setup) : std::unexpected(setup.error());
     if (!cgroup) {
       const Error& e = cgroup.error();
@@ -188,7 +194,19 @@ class Agent {
       return;
     }
     cgroup_.emplace(std::move(*cgroup));
+    if (setup->prewarm == "python") StartZygote(*setup, std::move(prewarm));
     Reply({{{"type", "setup_done"}}, ""});
+  }
+
+  // Without its zygote a prewarmed sandbox still runs every exec, each as a plain one.
+  void StartZygote(const GuestSetup& setup, Expected<WorkloadCgroup> cgroup) {
+    auto zygote = cgroup ? PythonZygote::Start(setup, seccomp_, std::move(*cgroup), cgroup_->procs_fd()) : std::unexpected(cgroup.error());
+    if (!zygote) {
+      fmt::print(stderr, "smolbox-agent: prewarm: {}\n", zygote.error().ToString());
+      return;
+    }
+    zygote_.emplace(std::move(*zygote));
+    KillByCgroup(&*cgroup_);
   }
 
   // Only before "setup": a snapshot is taken before it, so a restore never follows a setup.
@@ -222,7 +240,9 @@ class Agent {
     CgroupCounters before = cgroup_ ? cgroup_->Read() : CgroupCounters{};
     CpuMeter cpu_meter;
     if (cgroup_) cpu_meter = [this, base = before.cpu_usec] { return (cgroup_->CpuUsec() - base) / 1000; };
-    auto workload = StartWorkload(*request, seccomp_, cgroup_ ? cgroup_->procs_fd() : -1);
+    std::optional<std::expected<Workload, ExecReport>> forked;
+    if (zygote_ && zygote_->Accepts(*request)) forked = zygote_->Spawn(*request, cgroup_->procs_fd());
+    auto workload = forked ? std::move(*forked) : StartWorkload(*request, seccomp_, cgroup_ ? cgroup_->procs_fd() : -1);
     ExecReport report = workload ? PumpExec(connection_, signals_, *request, std::move(*workload), cpu_meter, attach_)
                                  : workload.error();
     if (cgroup_ && workload) cgroup_->Judge(before, report);
@@ -249,6 +269,7 @@ class Agent {
   bool guest_ = false;
   AttachPoint* attach_ = nullptr;
   std::optional<WorkloadCgroup> cgroup_;  // a guest's, once set up
+  std::optional<PythonZygote> zygote_;    // with setup's prewarm, once started
 };
 
 int StartupFailure(const Error& error) {

@@ -9,6 +9,14 @@
 #include <array>
 
 namespace smolbox::agent {
+namespace {
+
+// Set while a zygote lives beside the workloads; see KillByCgroup.
+const WorkloadCgroup* kill_cgroup = nullptr;
+
+}  // namespace
+
+void KillByCgroup(const WorkloadCgroup* cgroup) { kill_cgroup = cgroup; }
 
 void KillWorkloads(pid_t pgid) {
   // kill(-1, SIGKILL) signals every process the caller may signal. Sent by PID 1 of a pid
@@ -16,7 +24,9 @@ void KillWorkloads(pid_t pgid) {
   // escapees included. Sent by anyone else it is every process of the user: the tests run
   // the agent as a plain process on the host, as root, where it would end the whole machine.
   // So only PID 1 ever sends it; everyone else kills the workload's process group.
-  if (getpid() == 1) {
+  if (getpid() == 1 && kill_cgroup != nullptr) {
+    kill_cgroup->Kill();
+  } else if (getpid() == 1) {
     kill(-1, SIGKILL);
   } else if (pgid > 1) {
     // Never kill(-0) or kill(-1): the agent's own group, or everything.
@@ -62,6 +72,8 @@ namespace {
 
 bool TreeGone(pid_t pgid, const ReapResult& reaped) {
   // As PID 1 every process of the sandbox is a child (or an orphan adopted as one).
+  // With a zygote alive that is never so: then the workload cgroup says.
+  if (getpid() == 1 && kill_cgroup != nullptr) return !kill_cgroup->Populated();
   if (getpid() == 1) return reaped.no_children_left;
   return pgid <= 1 || (kill(-pgid, 0) != 0 && errno == ESRCH);
 }

@@ -12,6 +12,7 @@
 #include <chrono>
 #include <optional>
 
+#include "guest_cgroup.h"
 #include "smolbox/error.h"
 #include "unique_fd.h"
 
@@ -21,6 +22,12 @@ namespace smolbox::agent {
 // else the process group `pgid` (the session a workload's child makes with setsid).
 // pgid <= 1 names no group: as PID 1 everything is still killed, otherwise nothing.
 void KillWorkloads(pid_t pgid);
+
+// As PID 1 with a zygote (zygote.h) beside the workloads, kill(-1) would end the zygote too.
+// Every workload process is in the workload cgroup, though, from before its first instruction:
+// while `cgroup` is set (null: no longer), KillWorkloads kills that cgroup instead, and a tree
+// is gone once the cgroup is empty. The cgroup must outlive its use here.
+void KillByCgroup(const WorkloadCgroup* cgroup);
 
 // SIGCHLD as an fd for poll loops. Creating it blocks SIGCHLD in the agent.
 class ChildSignals {

@@ -12,7 +12,7 @@ namespace smolbox {
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(GuestVolume, target, read_only, tag, storage_dir)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(GuestSetup, volumes, workdir, uid, gid, memory_bytes, pids, cpus,
                                    egress, image_root, ca_bundle, hostname, writable_root_mib,
-                                   root_files)
+                                   root_files, prewarm)
 // The seed is the message's tail, not a field.
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(GuestRestore, realtime_sec, realtime_nsec, hostname)
 
@@ -58,6 +58,9 @@ Expected<GuestSetup> DecodeGuestSetup(const channel::Message& m) {
   }
   if (setup.root_files.size() > kMaxRootFiles) {
     return std::unexpected(Error{"setup message", "too many root files", 0});
+  }
+  if (!setup.prewarm.empty() && setup.prewarm != "python") {
+    return std::unexpected(Error{"setup message", "prewarm must be python or empty", 0});
   }
   if (auto bundle = CheckCaBundle(setup.ca_bundle); !bundle) {
     return std::unexpected(Error{"setup message", bundle.error().ToString(), 0});

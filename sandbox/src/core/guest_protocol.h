@@ -64,6 +64,8 @@ struct GuestSetup {
   std::string hostname = kGuestHostname;
   int64_t writable_root_mib = 0;
   std::map<std::string, std::string> root_files{};
+  // SandboxSpec::prewarm: "python" starts the agent's zygote (agent/zygote.h); empty: none.
+  std::string prewarm{};
 };
 
 channel::Message EncodeGuestSetup(const GuestSetup& setup);

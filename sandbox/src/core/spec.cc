@@ -649,6 +649,10 @@ Expected<void> ValidateSandboxSpec(const SandboxSpec& spec) {
   SMOLBOX_TRY(CheckWorkdir(spec.workdir));
   SMOLBOX_TRY(CheckCaBundle(spec.ca_bundle));
   SMOLBOX_TRY(CheckImage(spec));
+  if (!spec.prewarm.empty() && spec.prewarm != "python") {
+    return Fail("prewarm", fmt::format("must be python (got {:?})", spec.prewarm));
+  }
+  if (!spec.prewarm.empty() && spec.backend == BackendKind::kNs) return Fail("prewarm", "needs the vm backend");
   return CheckMounts(spec);
 }
 

@@ -256,6 +256,8 @@ void StopSandbox(Sandbox& box) {
 }
 
 Expected<void> Prepare(const SandboxSpec& spec, Sandbox& box, RunResult& result) {
+  // On ns an interpreter starts natively, in milliseconds: there is nothing to prewarm.
+  if (!spec.prewarm.empty()) return std::unexpected(Error::Field("prewarm", "needs the vm backend"));
   box.identity = confine::PlanIdentity(spec.user);
   auto volumes = shared::OpenVolumes(spec);
   SMOLBOX_TRY(volumes);

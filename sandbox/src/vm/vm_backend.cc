@@ -238,6 +238,7 @@ GuestSetup MakeGuestSetup(const SandboxSpec& spec, const Vm& vm) {
   if (!spec.hostname.empty()) setup.hostname = spec.hostname;
   if (spec.writable_root) setup.writable_root_mib = spec.limits.storage_mib;
   setup.root_files = spec.root_files;
+  setup.prewarm = spec.prewarm;
   for (size_t i = 0; i < vm.volumes.size(); ++i) {
     const auto& v = vm.volumes[i];
     setup.volumes.push_back(GuestVolume{v.mount->target, v.mount->read_only,

@@ -78,6 +78,7 @@ GuestSetup SomeSetup() {
   s.hostname = "vmbox";
   s.writable_root_mib = 16;
   s.root_files = {{"/etc/hosts", "127.0.0.1 localhost\n"}};
+  s.prewarm = "python";
   return s;
 }
 
@@ -211,6 +212,7 @@ TEST(DecodeMessage, names_the_message_and_a_field_of_the_wrong_kind) {
       {"setup message", "/cpus", "1", "setup message: cpus must be a finite number"},
       {"setup message", "/ca_bundle", "-----BEGIN PRIVATE KEY-----\nAA\n-----END PRIVATE KEY-----\n",
        "setup message: ca_bundle: line 1: a PRIVATE KEY block; a trust store takes CERTIFICATE blocks only"},
+      {"setup message", "/prewarm", "node", "setup message: prewarm must be python or empty"},
       {"restored message", "/realtime_sec", nullptr,
        "restored message: realtime_sec must be an integer"},
       {"result", "/stdout", 5, "result: stdout must be a string"},
@@ -363,7 +365,7 @@ TEST(EncodeMessages, keep_the_wire_format) {
             R"("stderr_truncated":false,"stdout_truncated":true,"type":"exit","wall_ms":1000})");
   EXPECT_EQ(EncodeGuestSetup(SomeSetup()).header.dump(),
             R"({"ca_bundle":"","cpus":0.5,"egress":false,"gid":1000,"hostname":"vmbox","image_root":false,"memory_bytes":536870912,"pids":64,)"
-            R"("root_files":{"/etc/hosts":"127.0.0.1 localhost\n"},"type":"setup",)"
+            R"("prewarm":"python","root_files":{"/etc/hosts":"127.0.0.1 localhost\n"},"type":"setup",)"
             R"("uid":1000,"volumes":[{"read_only":true,"storage_dir":"","tag":"vol0",)"
             R"("target":"/in"},{"read_only":false,"storage_dir":"volumes/1","tag":"",)"
             R"("target":"/out"}],"workdir":"/work","writable_root_mib":16})");
