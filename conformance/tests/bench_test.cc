@@ -282,6 +282,22 @@ TEST(BenchCommand, sigterm_ends_it_early_and_removes_its_warm_sandboxes_and_api_
   EXPECT_TRUE(BenchSandboxes("api-").empty()) << "the API servers' sandboxes outlived the bench";
 }
 
+// A prewarm variant has warm rows only: its cold run would be smolbox:vm-tcg's.
+TEST(BenchCommand, a_prewarm_variant_gets_warm_rows_only_and_removes_its_sandbox) {
+  auto before = BenchSandboxes();
+  auto run = RunCheck({"bench", "--sandbox", "null", "--sandbox", "smolbox:vm-tcg-prewarm", "--lang", "python", "--runs",
+                       "3", "--no-transform", "--no-egress", "--no-api", "--json"});
+  ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
+  std::vector<std::string> rows;
+  for (const auto& row : run.report["rows"]) {
+    rows.push_back(row["workload"].get<std::string>() + " | " + row["sandbox"].get<std::string>());
+    EXPECT_EQ(row["samples"].size(), 3u) << row.dump();
+  }
+  EXPECT_EQ(rows, (std::vector<std::string>{"python hello | null", "python hello, warm exec | null",
+                                            "python hello, warm exec | smolbox:vm-tcg-prewarm"}));
+  EXPECT_EQ(BenchSandboxes(), before) << "the warm sandbox is removed at the end";
+}
+
 class BenchPeer : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(BenchPeer, a_peer_without_a_warm_path_gets_cold_rows_only) {

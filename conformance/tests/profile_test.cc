@@ -161,7 +161,7 @@ TEST(LoadProfile, rejects_an_unknown_smolbox_backend) {
   auto profile = LoadProfile("smolbox:kvm", kProfiles);
   ASSERT_FALSE(profile);
   EXPECT_EQ(profile.error().ToString(),
-            "sandbox smolbox:kvm: unknown smolbox backend \"kvm\" (ns, auto, vm, vm-tcg, vm-fresh, vm-tcg-fresh, api or api-vm-tcg)");
+            "sandbox smolbox:kvm: unknown smolbox backend \"kvm\" (ns, auto, vm, vm-tcg, vm-fresh, vm-tcg-fresh, api, api-vm-tcg, vm-prewarm or vm-tcg-prewarm)");
 }
 
 TEST(LoadProfile, a_fresh_vm_variant_boots_without_the_snapshot) {
@@ -178,6 +178,18 @@ TEST(LoadProfile, a_fresh_vm_variant_boots_without_the_snapshot) {
   ASSERT_TRUE(restored);
   EXPECT_FALSE(restored->fresh_boot);
   EXPECT_EQ(std::count(restored->command.begin(), restored->command.end(), "--no-snapshot"), 0);
+}
+
+TEST(LoadProfile, a_prewarm_variant_is_for_warm_rows_in_a_sandbox_created_with_prewarm) {
+  auto prewarm = LoadProfile("smolbox:vm-tcg-prewarm", kProfiles);
+  ASSERT_TRUE(prewarm) << prewarm.error().ToString();
+  EXPECT_TRUE(prewarm->warm_only);
+  EXPECT_EQ(prewarm->variables.at("prewarm"), "python");
+  EXPECT_EQ(prewarm->variables.at("accel"), "tcg");
+  auto plain = LoadProfile("smolbox:vm-tcg", kProfiles);
+  ASSERT_TRUE(plain);
+  EXPECT_FALSE(plain->warm_only);
+  EXPECT_FALSE(plain->variables.contains("prewarm"));
 }
 
 TEST(LoadProfile, loads_bwrap_runsc_and_firejail_where_they_are_installed) {

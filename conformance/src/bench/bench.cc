@@ -167,6 +167,7 @@ std::vector<std::vector<int>> PlanRows(const BenchPlan& plan, const std::vector<
     for (size_t s = 0; s < plan.sandboxes.size(); ++s) {
       const Workload& workload = plan.workloads[w];
       if (workload.warm && !HasWarmPath(profiles[s])) continue;
+      if (!workload.warm && profiles[s].warm_only) continue;
       if (workload.api && !HasApiPath(profiles[s])) continue;
       if (CannotExpressEgress(profiles[s], workload.c)) continue;
       any_warm |= workload.warm;

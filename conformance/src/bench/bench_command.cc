@@ -47,8 +47,12 @@ std::vector<std::string> DefaultSandboxes() {
       if (!b.usable() || (kvm && b.sandbox == "smolbox:vm-tcg")) continue;
       if (std::find(sandboxes.begin(), sandboxes.end(), b.sandbox) != sandboxes.end()) continue;
       sandboxes.push_back(b.sandbox);
-      // The vm backend twice: restored from its boot snapshot, and booted from scratch.
-      if (b.sandbox.starts_with("smolbox:vm")) sandboxes.push_back(b.sandbox + "-fresh");
+      // The vm backend three times: restored from its boot snapshot, booted from scratch, and
+      // (warm rows only) with its Python prewarmed.
+      if (b.sandbox.starts_with("smolbox:vm")) {
+        sandboxes.push_back(b.sandbox + "-fresh");
+        sandboxes.push_back(b.sandbox + "-prewarm");
+      }
     }
   } else {
     sandboxes.push_back("smolbox:ns");

@@ -43,6 +43,7 @@ Expected<std::unique_ptr<WarmSandbox>> WarmSandbox::Prepare(const Profile& profi
   std::vector<std::string> argv = {Variable(profile, "smolbox"), "create", SandboxName(),
                                    "--backend", Variable(profile, "backend"), "--accel", Variable(profile, "accel"),
                                    "-v", payload_dir + ":" + kPayloadTarget + ":ro"};
+  if (std::string prewarm = Variable(profile, "prewarm"); !prewarm.empty()) argv.insert(argv.end(), {"--prewarm", prewarm});
   SMOLBOX_ASSIGN_OR_RETURN(auto created, RunCaptured(argv));
   if (created.exit_code != 0) {
     return std::unexpected(Error{"smolbox create", FirstLine(created.err), 0});

@@ -126,6 +126,9 @@ struct Profile {
   // smolbox:vm-fresh and smolbox:vm-tcg-fresh: every guest boots; no boot snapshot (their
   // variant's --no-snapshot is in command).
   bool fresh_boot = false;
+  // smolbox:vm-prewarm and smolbox:vm-tcg-prewarm: the bench's warm rows only, in a sandbox
+  // created with --prewarm {prewarm}; a run is the same as smolbox:vm's.
+  bool warm_only = false;
   std::optional<EgressTemplates> egress;  // none: the profile runs no egress case
   std::optional<HttpTemplates> http;      // "kind": "http"; command and its templates unused
 };

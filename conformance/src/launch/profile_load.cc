@@ -24,13 +24,16 @@ namespace {
 // backend on QEMU's emulation, for hosts without KVM; a "-fresh" variant boots every guest from
 // scratch, without the boot snapshot. smolbox:api and smolbox:api-vm-tcg reach the runtime
 // through its HTTP API instead of its command line: each case is a POST /v1/run to a smolbox
-// serve the battery starts (profiles/smolbox-api.json).
+// serve the battery starts (profiles/smolbox-api.json). smolbox:vm-prewarm and
+// smolbox:vm-tcg-prewarm are for the bench's warm rows: their sandbox is created with
+// --prewarm python.
 struct SmolboxVariant {
   std::string name;
   std::string backend;
   std::string accel;
   std::vector<std::string> flags;
   bool api = false;  // through smolbox serve's HTTP API (profiles/smolbox-api.json)
+  std::string prewarm = "";  // smolbox create --prewarm's value, for a warm sandbox
 };
 
 // clang-format off
@@ -44,6 +47,8 @@ const std::vector<SmolboxVariant> kSmolboxVariants = {
     {"vm-tcg-fresh", "vm",    "tcg",  {"--no-snapshot"}},
     {"api",          "auto",  "auto", {},                true},
     {"api-vm-tcg",   "vm",    "tcg",  {},                true},
+    {"vm-prewarm",   "vm",    "auto", {},                false, "python"},
+    {"vm-tcg-prewarm", "vm",  "tcg",  {},                false, "python"},
 };
 // clang-format on
 
@@ -126,10 +131,12 @@ Expected<Profile> LoadSmolbox(const std::string& sandbox, const std::string& dir
   ProfileSettings settings{
       {{"backend", variant->backend}, {"accel", variant->accel}, {"smolbox", SmolboxBinary()}, {"image", image}},
       variant->flags, overrides};
+  if (!variant->prewarm.empty()) settings.variables["prewarm"] = variant->prewarm;
   const char* file = variant->api ? "/smolbox-api.json" : "/smolbox.json";
   SMOLBOX_ASSIGN_OR_RETURN(Profile profile, LoadProfileFile(dir + file, sandbox, settings));
   profile.name = sandbox;
   profile.fresh_boot = Contains(variant->flags, "--no-snapshot");
+  profile.warm_only = !variant->prewarm.empty();
   if (variant->accel == "tcg") profile.startup_allowance_ms = kTcgBootAllowanceMs;
   return profile;
 }
