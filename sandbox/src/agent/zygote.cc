@@ -29,6 +29,9 @@ constexpr std::string_view kDefaultPath = "/usr/local/bin:/usr/bin:/bin";
 // How long a ready zygote may take to fork an exec and report its pid. It is idle when asked,
 // so this only bounds a zygote that an exec stopped (SIGSTOP) or that failed.
 constexpr int kSpawnBoundMs = 5000;
+// The largest request sent to the zygote, well under a socket's default send buffer: a larger
+// one (a long argv or environment) runs as a plain exec, and the zygote stays.
+constexpr size_t kMaxRequestBytes = 64 << 10;
 // What Python reads as it starts, before the zygote could set an exec's environment: an exec
 // whose values differ runs as before. Any PYTHON* variable does too.
 constexpr std::array<std::string_view, 6> kStartupVariables = {"HOME",   "LANG",     "LANGUAGE",
@@ -189,6 +192,8 @@ void PythonZygote::Stop() {
 
 std::optional<std::expected<Workload, ExecReport>> PythonZygote::Spawn(const ExecRequest& request,
                                                                        int workload_procs_fd) {
+  std::string encoded = EncodeRequest(request);
+  if (encoded.size() > kMaxRequestBytes) return std::nullopt;
   Workload workload;
   getrusage(RUSAGE_CHILDREN, &workload.children_before);
   workload.started = Clock::now();
@@ -200,7 +205,7 @@ std::optional<std::expected<Workload, ExecReport>> PythonZygote::Spawn(const Exe
   }
   UniqueFd status_ours(status[0]), status_theirs(status[1]);
   auto sent = SendRequest(
-      control_.get(), EncodeRequest(request),
+      control_.get(), encoded,
       {pipes->in.read.get(), pipes->out.write.get(), pipes->err.write.get(), status_theirs.get()});
   // The zygote holds its own copies now; the agent must not, or it would never see EOF.
   for (Pipe* pipe : {&pipes->out, &pipes->err}) pipe->write.Reset();

@@ -50,8 +50,9 @@ class PythonZygote {
   // reads at its start (PYTHON*, HOME, the locale, TZ) differing from the zygote's.
   bool Accepts(const ExecRequest& request);
 
-  // Forks the exec's process and moves it into the workload cgroup. nullopt: the zygote failed
-  // before any of the exec's code ran (it is then stopped for good); run the exec as before.
+  // Forks the exec's process and moves it into the workload cgroup. nullopt: run the exec as
+  // before; its request was too large to send, or the zygote failed before any of the exec's
+  // code ran (it is then stopped for good).
   std::optional<std::expected<Workload, ExecReport>> Spawn(const ExecRequest& request,
                                                            int workload_procs_fd);
 

@@ -160,6 +160,14 @@ TEST_F(PrewarmPython, an_exec_python_would_start_differently_runs_as_a_plain_exe
     EXPECT_EQ(run.result.value("stdout", ""), "False\n")
         << fmt::format("{} {}", env, command[1]) << run.err;
   }
+  // A request larger than the zygote's socket takes in one message (here 300 KiB of argv) runs
+  // plain, and the zygote serves the next.
+  std::string arg(100 << 10, 'x');
+  auto large = Exec({"python3", "-c",
+                     std::string(kFreezeCount) + "; import sys; print(sum(map(len, sys.argv[1:])))",
+                     arg, arg, arg});
+  EXPECT_EQ(large.result.value("stdout", ""), "False\n307200\n") << large.out << large.err;
+  EXPECT_TRUE(AwaitZygote()) << "a large request stopped the zygote";
 }
 
 TEST(PrewarmBadInput, prewarm_names_what_it_takes_and_where_it_runs) {
