@@ -17,6 +17,7 @@
 #include <ranges>
 #include <string_view>
 
+#include "program.h"
 #include "python_zygote_program.h"
 #include "rlimits.h"
 
@@ -39,21 +40,14 @@ constexpr std::array<std::string_view, 6> kStartupVariables = {"HOME",   "LANG",
 
 // The file execvp would run for argv0 under this PATH, resolved; empty when none.
 std::string ResolveExecutable(const std::string& argv0, std::string_view path) {
-  std::vector<std::string> candidates;
-  if (argv0.find('/') != std::string::npos) {
-    candidates.push_back(argv0);
-  } else {
-    for (auto element : std::views::split(path, ':')) {
-      std::string_view dir(element.begin(), element.end());
-      candidates.push_back(fmt::format("{}/{}", dir.empty() ? "." : dir, argv0));
-    }
-  }
-  for (const std::string& candidate : candidates) {
-    if (access(candidate.c_str(), X_OK) != 0) continue;
-    char resolved[PATH_MAX];
-    return realpath(candidate.c_str(), resolved) != nullptr ? resolved : "";
-  }
-  return "";
+  std::string found = argv0.find('/') != std::string::npos
+                          ? argv0
+                          : FindOnPath(std::string(path), argv0, EmptyPathEntry::kCurrentDir);
+  char resolved[PATH_MAX];
+  if (found.empty() || access(found.c_str(), X_OK) != 0 ||
+      realpath(found.c_str(), resolved) == nullptr)
+    return "";
+  return resolved;
 }
 
 std::string_view PathOf(const ExecRequest& request) {
