@@ -606,7 +606,7 @@ int Create(const RunFlags& flags, const SandboxFlags& s) {
   // which checks it. A --spec file's command is a run's, not the sandbox's.
   smolbox::ExecSpec& defaults = spec->exec;
   defaults.argv.clear();
-  spec->sandbox.prewarm = flags.prewarm;
+  if (!flags.prewarm.empty()) spec->sandbox.prewarm = flags.prewarm;  // over a --spec file's
   if (auto ok = smolbox::ValidateExecDefaults(defaults); !ok) return RefuseInput(ok.error(), s.json);
   if (auto ok = smolbox::ValidateSandboxSpec(spec->sandbox); !ok) return RefuseInput(ok.error(), s.json);
   // Close-on-exec: the keeper, forked, keeps it; the agent and QEMU it starts must not.

@@ -94,6 +94,10 @@ json SpecProperties(bool for_run) {
       {"network", {{"const", "none"}}},
       {"vm_snapshot", {{"type", "boolean"}}},
   };
+  if (!for_run) {
+    properties["prewarm"] = {{"enum", {"python"}},
+                             {"description", "vm backend: fork each python3 SCRIPT or -c exec from a started interpreter"}};
+  }
   if (for_run) {
     properties["stdin"] = string;
     properties["entrypoint"] = {{"type", "array"},

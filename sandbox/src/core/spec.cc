@@ -316,6 +316,7 @@ const FieldTable<RunSpec>& SpecFields() {
       {"user", kInSandbox<SetUser>},
       {"vm_snapshot", kInSandbox<SetBool<&SandboxSpec::vm_snapshot, SandboxSpec>>},
       {"ca_bundle", kInSandbox<SetString<&SandboxSpec::ca_bundle, SandboxSpec>>},
+      {"prewarm", kInSandbox<SetString<&SandboxSpec::prewarm, SandboxSpec>>},
   };
   return table;
 }
@@ -632,6 +633,8 @@ Expected<RunSpec> ParseRunSpec(const std::string& json_text, std::string_view or
 
 // The checks that need no host access come first; then the ones that stat.
 Expected<void> ValidateRunSpec(const RunSpec& spec) {
+  // Its zygote serves the execs after the first: a run has only one.
+  if (!spec.sandbox.prewarm.empty()) return Fail("prewarm", "is for a created sandbox's execs; a run has only one");
   SMOLBOX_TRY(CheckArgv(spec.exec));
   SMOLBOX_TRY(CheckEnv(spec.exec));
   SMOLBOX_TRY(CheckLimits(&spec.exec.limits, &spec.sandbox.limits));

@@ -174,6 +174,11 @@ TEST(Api, bad_requests_get_a_4xx_naming_the_field_and_start_nothing) {
       {"/v1/run", R"({"argv": ["/bin/true"], "stdin": ")" + big + R"("})", 413, "body"},
       {"/v1/sandboxes", R"({"argv": ["/bin/true"]})", 400, "argv"},
       {"/v1/sandboxes", R"({"limits": {"pids": -1}})", 400, "limits.pids"},
+      // A zygote serves a created sandbox's execs, on vm only, and only Python's.
+      {"/v1/run", R"({"argv": ["/bin/true"], "prewarm": "python"})", 400, "prewarm"},
+      {"/v1/sandboxes", R"({"backend": "ns", "prewarm": "python"})", 400, "prewarm"},
+      {"/v1/sandboxes", R"({"backend": "vm", "prewarm": "node"})", 400, "prewarm"},
+      {"/v1/sandboxes", R"({"backend": "vm", "prewarm": 1})", 400, "prewarm"},
       {"/v1/sandboxes/api-0000000000000000/exec", R"({"argv": ["/bin/true"]})", 404, "id"},
   };
   for (const Case& c : cases) {

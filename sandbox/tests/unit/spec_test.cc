@@ -83,6 +83,21 @@ TEST(ParseRunSpec, reads_vm_snapshot_as_a_boolean_only) {
   EXPECT_EQ(ParseError(R"({"vm_snapshot": 0})"), "vm_snapshot: must be true or false");
 }
 
+// A created sandbox's: validation takes it for a sandbox and refuses it for a run.
+TEST(ParseRunSpec, reads_prewarm_which_a_sandbox_on_vm_takes_and_a_run_refuses) {
+  auto spec = ParseRunSpec(R"({"backend": "vm", "prewarm": "python", "argv": ["python3"]})");
+  ASSERT_TRUE(spec) << spec.error().ToString();
+  EXPECT_EQ(spec->sandbox.prewarm, "python");
+  EXPECT_EQ(ErrorOf(ValidateSandboxSpec(spec->sandbox)), "<no error>");
+  EXPECT_EQ(ErrorOf(ValidateRunSpec(*spec)), "prewarm: is for a created sandbox's execs; a run has only one");
+  spec->sandbox.backend = BackendKind::kNs;
+  EXPECT_EQ(ErrorOf(ValidateSandboxSpec(spec->sandbox)), "prewarm: needs the vm backend");
+  spec->sandbox.backend = BackendKind::kVm;
+  spec->sandbox.prewarm = "node";
+  EXPECT_EQ(ErrorOf(ValidateSandboxSpec(spec->sandbox)), "prewarm: must be python (got \"node\")");
+  EXPECT_EQ(ParseError(R"({"prewarm": 1})"), "prewarm: must be a string");
+}
+
 TEST(ParseRunSpec, reads_stdin_file) {
   auto spec = ParseRunSpec(R"({"stdin_file": "/tmp/in"})");
   ASSERT_TRUE(spec);

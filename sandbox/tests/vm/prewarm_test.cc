@@ -177,6 +177,18 @@ TEST(PrewarmBadInput, prewarm_names_what_it_takes_and_where_it_runs) {
   auto ns = RunSmolbox({"create", "prewarm-bad", "--backend", "ns", "--prewarm", "python"});
   EXPECT_EQ(ns.exit_code, 125);
   EXPECT_NE(ns.err.find("prewarm: needs the vm backend"), std::string::npos) << ns.err;
+  // From a spec file as from the flag; and a run, which has one exec, takes none.
+  TempDir specs("prewarm-specs");
+  auto ns_spec = RunSmolbox({"create", "prewarm-bad", "--spec",
+                             specs.Write("ns.json", R"({"backend": "ns", "prewarm": "python"})")});
+  EXPECT_EQ(ns_spec.exit_code, 125);
+  EXPECT_NE(ns_spec.err.find("prewarm: needs the vm backend"), std::string::npos) << ns_spec.err;
+  auto run = RunSmolbox(
+      {"run", "--spec",
+       specs.Write("run.json", R"({"backend": "vm", "prewarm": "python", "argv": ["true"]})")});
+  EXPECT_EQ(run.exit_code, 125);
+  EXPECT_NE(run.err.find("prewarm: is for a created sandbox's execs"), std::string::npos)
+      << run.err;
 }
 
 }  // namespace

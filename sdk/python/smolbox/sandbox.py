@@ -16,7 +16,7 @@ def _words(value):
 
 def _spec(argv=None, *, stdin=None, env=None, workdir=None, timeout=None, cpu_time=None, backend=None,
           image=None, user=None, network=None, egress=None, ca_bundle=None, mounts=None, entrypoint=None,
-          **limits):
+          prewarm=None, **limits):
     """A RunSpec from keyword arguments. Times are in seconds; sizes as the spec's own fields."""
     spec = {}
     if argv is not None:
@@ -25,7 +25,7 @@ def _spec(argv=None, *, stdin=None, env=None, workdir=None, timeout=None, cpu_ti
         spec["entrypoint"] = _words(entrypoint)
     for key, value in (("stdin", stdin), ("env", env), ("workdir", workdir), ("backend", backend),
                        ("image", image), ("user", user), ("network", network), ("egress", egress),
-                       ("ca_bundle", ca_bundle), ("mounts", mounts)):
+                       ("ca_bundle", ca_bundle), ("mounts", mounts), ("prewarm", prewarm)):
         if value is not None:
             spec[key] = value
     spec_limits = {}

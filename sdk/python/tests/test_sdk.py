@@ -65,6 +65,19 @@ def test_a_bad_request_raises_an_api_error_naming_the_field(client):
         smolbox.run([PY], memory=64, client=client)
 
 
+# prewarm reaches the server: here on ns, which has no prewarm, and in a run, which has one exec.
+# The vm backend's prewarmed sandbox over the API is ApiPrewarm's (sandbox/tests/api).
+def test_prewarm_is_passed_on_and_refused_where_it_has_no_meaning(client):
+    with pytest.raises(smolbox.ApiError) as raised:
+        smolbox.Sandbox.create(prewarm="python", backend="ns", client=client)
+    assert (raised.value.status, raised.value.field) == (400, "prewarm")
+    assert "vm backend" in raised.value.reason
+    with pytest.raises(smolbox.ApiError) as raised:
+        smolbox.run([PY, "-c", "1"], prewarm="python", client=client)
+    assert (raised.value.status, raised.value.field) == (400, "prewarm")
+    assert "created sandbox" in raised.value.reason
+
+
 def test_a_sandbox_keeps_state_across_execs_and_is_removed_on_exit(client):
     with smolbox.Sandbox.create(backend="ns", memory_mib=128, env={"KEPT": "yes"}, client=client) as sb:
         sb.exec([PY, "-c", "open('/work/n', 'w').write('seven')"])
