@@ -94,15 +94,15 @@ json SpecProperties(bool for_run) {
       {"network", {{"const", "none"}}},
       {"vm_snapshot", {{"type", "boolean"}}},
   };
-  if (!for_run) {
-    properties["prewarm"] = {{"enum", {"python"}},
-                             {"description", "vm backend: fork each python3 SCRIPT or -c exec from a started interpreter"}};
-  }
   if (for_run) {
     properties["stdin"] = string;
     properties["entrypoint"] = {{"type", "array"},
                                 {"items", string},
                                 {"description", "replaces the image's Entrypoint and drops its Cmd (empty: none)"}};
+  } else {
+    // A run has one exec, which a zygote would not speed up.
+    properties["prewarm"] = {{"enum", {"python"}},
+                             {"description", "vm backend: fork each python3 SCRIPT or -c exec from a started interpreter"}};
   }
   return properties;
 }
