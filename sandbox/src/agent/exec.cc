@@ -21,20 +21,14 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// Where to look when the request's environment has no PATH (glibc's execvp has a similar one).
-constexpr std::string_view kDefaultPath = "/usr/local/bin:/usr/bin:/bin";
-
 // The PATH search, done here because the child must not allocate. It searches the request's
 // PATH, never the agent's: the workload's environment is exactly the request's.
 std::vector<std::string> ExecCandidates(const ExecRequest& request) {
   const std::string& argv0 = request.argv.front();
   if (argv0.empty()) return {};
   if (argv0.find('/') != std::string::npos) return {argv0};
-  auto path = request.env.find("PATH");
-  std::string_view search =
-      path != request.env.end() ? std::string_view(path->second) : kDefaultPath;
   std::vector<std::string> candidates;
-  for (auto element : std::views::split(search, ':')) {
+  for (auto element : std::views::split(SearchPathOf(request), ':')) {
     std::string_view dir(element.begin(), element.end());
     // An empty element is the current directory, as POSIX has it.
     candidates.push_back(fmt::format("{}/{}", dir.empty() ? "." : dir, argv0));
@@ -130,6 +124,11 @@ ExecReport Abandon(pid_t pid, const Expected<std::optional<SetupFailure>>& failu
 }
 
 }  // namespace
+
+std::string_view SearchPathOf(const ExecRequest& request) {
+  auto path = request.env.find("PATH");
+  return path != request.env.end() ? std::string_view(path->second) : kDefaultPath;
+}
 
 ExecReport ExecFailure(Status status, std::string error, std::chrono::steady_clock::time_point started) {
   ExecReport report;

@@ -12,6 +12,7 @@
 #include <chrono>
 #include <expected>
 #include <string>
+#include <string_view>
 
 #include "exec_protocol.h"
 #include "smolbox/error.h"
@@ -19,6 +20,13 @@
 #include "unique_fd.h"
 
 namespace smolbox::agent {
+
+// Where an exec's command is looked for when its request's environment has no PATH (glibc's
+// execvp has a similar default).
+inline constexpr std::string_view kDefaultPath = "/usr/local/bin:/usr/bin:/bin";
+
+// The PATH an exec's command is searched on: its request's, never the agent's.
+std::string_view SearchPathOf(const ExecRequest& request);
 
 struct Workload {
   pid_t pid = -1;  // also its process group: the child calls setsid()

@@ -26,7 +26,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-constexpr std::string_view kDefaultPath = "/usr/local/bin:/usr/bin:/bin";
 // How long a ready zygote may take to fork an exec and report its pid. It is idle when asked,
 // so this only bounds a zygote that an exec stopped (SIGSTOP) or that failed.
 constexpr int kSpawnBoundMs = 5000;
@@ -48,11 +47,6 @@ std::string ResolveExecutable(const std::string& argv0, std::string_view path) {
       realpath(found.c_str(), resolved) == nullptr)
     return "";
   return resolved;
-}
-
-std::string_view PathOf(const ExecRequest& request) {
-  auto path = request.env.find("PATH");
-  return path != request.env.end() ? std::string_view(path->second) : kDefaultPath;
 }
 
 // Options the forked exec can still apply, as it starts: -u (unbuffered stdout and stderr) and
@@ -175,7 +169,7 @@ bool PythonZygote::Ready() {
 bool PythonZygote::Accepts(const ExecRequest& request) {
   return Ready() && request.uid == start_.uid && request.gid == start_.gid &&
          IsScriptOrCode(request.argv) && SameStartupEnvironment(request, start_) &&
-         ResolveExecutable(request.argv[0], PathOf(request)) == executable_;
+         ResolveExecutable(request.argv[0], SearchPathOf(request)) == executable_;
 }
 
 void PythonZygote::Stop() {
